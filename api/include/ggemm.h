@@ -1,0 +1,211 @@
+/*
+ * ggemm.h — the stable C ABI of ggemm: grouped matrix products for
+ * Mixture-of-Experts layers (and, later, multi-adapter LoRA) on NVIDIA
+ * Hopper (sm_90a) and Blackwell (sm_100a).
+ *
+ * Compiles as C99 and as C++. Nothing here needs a CUDA header: streams are
+ * the driver's `struct CUstream_st *`, the same type as `cudaStream_t` and
+ * `CUstream`, so either can be passed directly.
+ *
+ * Conventions
+ * - Every function returns a ggemm_status. On failure, a message naming the
+ *   offending argument is kept per host thread; read it with
+ *   ggemm_last_error_message(). Nothing is launched when a call fails its
+ *   host-side checks.
+ * - Argument structs begin with `struct_size`; set it to sizeof(the struct)
+ *   so that later versions can grow the struct without breaking callers.
+ * - All matrices are row-major and densely packed (leading dimension equal to
+ *   the row length). Device pointers are plain CUDA device addresses of the
+ *   handle's device, in the handle's context (the device's primary context).
+ * - No call synchronises with the host: counts are read on the device, so a
+ *   call may be captured in a CUDA graph and replayed with new counts.
+ */
+#ifndef GGEMM_H
+#define GGEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define GGEMM_API __declspec(dllexport)
+#else
+#define GGEMM_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GGEMM_VERSION_MAJOR 0
+#define GGEMM_VERSION_MINOR 1
+#define GGEMM_VERSION_PATCH 0
+/* The version this header describes, as major * 10000 + minor * 100 + patch. */
+#define GGEMM_VERSION \
+  (GGEMM_VERSION_MAJOR * 10000 + GGEMM_VERSION_MINOR * 100 + GGEMM_VERSION_PATCH)
+
+/* A driver stream (cudaStream_t / CUstream). NULL is the legacy default stream. */
+typedef struct CUstream_st *ggemm_stream_t;
+
+typedef enum ggemm_status {
+  GGEMM_STATUS_SUCCESS = 0,
+  /* A required pointer argument is NULL. */
+  GGEMM_STATUS_NULL_POINTER = 1,
+  /* A pointer is not aligned as required (16 bytes for matrices, which the
+   * tensor-memory accelerator needs; 4 bytes for index arrays). */
+  GGEMM_STATUS_MISALIGNED_POINTER = 2,
+  /* A dimension is zero, negative, too large, or not a multiple it must be. */
+  GGEMM_STATUS_INVALID_DIMENSION = 3,
+  /* An unsupported dtype or an unsupported combination of dtypes. */
+  GGEMM_STATUS_INVALID_DTYPE = 4,
+  /* num_groups is zero or past GGEMM_MAX_GROUPS. */
+  GGEMM_STATUS_INVALID_GROUP_COUNT = 5,
+  /* A config override the kernels or the hardware cannot run. */
+  GGEMM_STATUS_INVALID_CONFIG = 6,
+  /* Any other argument out of its range (an enum value, plane splits, a
+   * struct_size this library does not know). */
+  GGEMM_STATUS_INVALID_VALUE = 7,
+  /* The handle is NULL or was not made by ggemm_create. */
+  GGEMM_STATUS_INVALID_HANDLE = 8,
+  /* No NVIDIA driver could be loaded (libcuda.so.1 is absent). */
+  GGEMM_STATUS_DRIVER_NOT_FOUND = 9,
+  /* The driver is there but no device with the given ordinal is. */
+  GGEMM_STATUS_NO_DEVICE = 10,
+  /* The device is not one ggemm has kernels for (sm_90 and sm_100 only). */
+  GGEMM_STATUS_UNSUPPORTED_DEVICE = 11,
+  /* A driver call failed; the message holds the driver's error name. */
+  GGEMM_STATUS_DRIVER_ERROR = 12,
+  /* Host memory could not be allocated. */
+  GGEMM_STATUS_OUT_OF_MEMORY = 13,
+  /* A bug in ggemm; please report the message. */
+  GGEMM_STATUS_INTERNAL_ERROR = 14
+} ggemm_status;
+
+typedef enum ggemm_dtype {
+  GGEMM_DTYPE_BF16 = 1,
+  GGEMM_DTYPE_FP16 = 2,
+  GGEMM_DTYPE_FP32 = 3
+} ggemm_dtype;
+
+typedef enum ggemm_epilogue {
+  /* C[m, n] = result. */
+  GGEMM_EPILOGUE_STORE = 0,
+  /* C[m, n] += result: the old value is added to the fp32 result and the sum
+   * rounded once to C's dtype. Rows of inactive groups (expert id -1) are
+   * left as they were (+= 0). */
+  GGEMM_EPILOGUE_ACCUMULATE = 1,
+  /* C[m, n] = row_scale[m] * result (the MoE routing weight); row_scale is a
+   * device float array of M entries. */
+  GGEMM_EPILOGUE_ROW_SCALE = 2
+} ggemm_epilogue;
+
+/* Upper bound on num_groups. */
+#define GGEMM_MAX_GROUPS 65536
+
+/*
+ * Config override. Zero in any field means "choose automatically"; a config
+ * the kernels cannot run is refused with GGEMM_STATUS_INVALID_CONFIG and a
+ * message that names the field. ggemm swaps A and B as the MMA sees them:
+ * the weights are the MMA's M side and the tokens its N side, so
+ *   tile_n = output columns per tile = weight rows     = the MMA's M (BM),
+ *   tile_m = output rows per tile    = tokens          = the MMA's N (BN),
+ *   tile_k = reduction depth per pipeline stage        = BK.
+ */
+typedef struct ggemm_config {
+  size_t struct_size; /* sizeof(ggemm_config) */
+  int tile_n;         /* sm_90a: 128 */
+  int tile_m;         /* sm_90a: 16, 32, 64, 128 or 256 */
+  int tile_k;         /* must equal swizzle bytes / 2 (64, 32 or 16) */
+  int mma_m;          /* sm_90a: 64 (each consumer warpgroup's wgmma M) */
+  int mma_n;          /* sm_90a: equal to tile_m */
+  int mma_k;          /* sm_90a: 16 */
+  int cluster_m;      /* sm_90a: 1 */
+  int cluster_n;      /* sm_90a: 1 */
+  int cta_group;      /* 1, or 2 on sm_100a only */
+  int stages;         /* pipeline depth; 0 = as many as shared memory holds */
+  int a_swizzle;      /* bytes: 128, 64 or 32 (activations) */
+  int b_swizzle;      /* bytes: 128, 64 or 32 (weights); equal to a_swizzle */
+} ggemm_config;
+
+/*
+ * Arguments of ggemm_grouped_matmul (DESIGN.md section 1.1).
+ *
+ * For row m of group g and column n:
+ *   C[m, n] = sum_k A[m + plane(n) * M, k] * W[expert_ids[g]][n, k]
+ * where W[e][n, k] = B[e, n, k] if transpose_b, else B[e, k, n], and
+ * plane(n) = (n >= a_plane_split0) + (n >= a_plane_split1) when the splits
+ * are enabled, else 0.
+ */
+typedef struct ggemm_grouped_matmul_args {
+  size_t struct_size; /* sizeof(ggemm_grouped_matmul_args) */
+
+  ggemm_dtype a_dtype; /* bf16 or fp16 */
+  ggemm_dtype b_dtype; /* equal to a_dtype */
+  ggemm_dtype c_dtype; /* bf16, fp16 or fp32 */
+
+  int64_t m;           /* rows of C (tokens); 0 is a no-op */
+  int64_t n;           /* columns of C; a multiple of 8 */
+  int64_t k;           /* reduction depth; a multiple of 8 */
+  int64_t num_experts; /* E, the first dimension of B */
+
+  const void *a; /* [M, K], or [3 * M, K] when plane splits are enabled */
+  const void *b; /* [E, N, K] when transpose_b, else [E, K, N] */
+  void *c;       /* [M, N] */
+  int transpose_b;
+
+  /* Device arrays (DESIGN.md section 1.1). */
+  const uint32_t *a_offsets;          /* [num_groups + 1], prefix sums, [0] == 0 */
+  const int32_t *expert_ids;          /* [num_groups], -1 = inactive (rows zeroed) */
+  const uint32_t *expert_usage_stats; /* [2]: max rows in a group, active groups */
+  int64_t num_groups;         /* capacity of the arrays, 1..GGEMM_MAX_GROUPS */
+  int64_t max_rows_per_group; /* upper bound on rows in a group (sizing only); 0 = M */
+
+  /* Activation planes: 0 < split0 <= split1 <= N, multiples of 8, or both 0. */
+  int64_t a_plane_split0;
+  int64_t a_plane_split1;
+
+  ggemm_epilogue epilogue;
+  const float *row_scale; /* [M] device array, GGEMM_EPILOGUE_ROW_SCALE only */
+
+  const ggemm_config *config; /* NULL = automatic */
+} ggemm_grouped_matmul_args;
+
+/* Opaque per-device handle. Safe to share between host threads. */
+typedef struct ggemm_handle_st *ggemm_handle_t;
+
+/* The library's version (GGEMM_VERSION's encoding). Never fails. */
+GGEMM_API int ggemm_version(void);
+
+/* A static, human-readable name for a status. Never NULL. */
+GGEMM_API const char *ggemm_status_string(ggemm_status status);
+
+/* The message of this host thread's last failed call ("" if none). The pointer
+ * stays valid until this thread's next ggemm call. */
+GGEMM_API const char *ggemm_last_error_message(void);
+
+/*
+ * Creates a handle on CUDA device `device_ordinal`: loads the driver, retains
+ * the device's primary context and loads the kernels.
+ * Returns SUCCESS, NULL_POINTER (handle), DRIVER_NOT_FOUND, NO_DEVICE,
+ * UNSUPPORTED_DEVICE, DRIVER_ERROR, OUT_OF_MEMORY.
+ */
+GGEMM_API ggemm_status ggemm_create(ggemm_handle_t *handle, int device_ordinal);
+
+/* Releases a handle. NULL is accepted. Returns SUCCESS or DRIVER_ERROR. */
+GGEMM_API ggemm_status ggemm_destroy(ggemm_handle_t handle);
+
+/*
+ * Enqueues one grouped matrix product on `stream`. Asynchronous; the host
+ * never waits for the device.
+ * Returns SUCCESS, INVALID_HANDLE, NULL_POINTER, MISALIGNED_POINTER,
+ * INVALID_DIMENSION, INVALID_DTYPE, INVALID_GROUP_COUNT, INVALID_CONFIG,
+ * INVALID_VALUE, DRIVER_ERROR.
+ */
+GGEMM_API ggemm_status ggemm_grouped_matmul(ggemm_handle_t handle,
+                                            const ggemm_grouped_matmul_args *args,
+                                            ggemm_stream_t stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GGEMM_H */

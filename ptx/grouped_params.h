@@ -1,0 +1,31 @@
+// Kernel parameters of the grouped GEMM, shared by the runtime (which fills
+// them) and the kernels (which read them as one __grid_constant__ argument).
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace ggemm {
+
+// Epilogue codes as the kernels see them (the C ABI's ggemm_epilogue values).
+enum : uint32_t { kEpilogueStore = 0, kEpilogueAccumulate = 1, kEpilogueRowScale = 2 };
+
+struct GroupedGemmParams {
+  CUtensorMap tmap_tokens;   // activations [planes * M, K], box {tile_k, tile_m}
+  CUtensorMap tmap_weights;  // weights, 3-D: {K, N, E} (K-major) or {N, K, E}
+  CUtensorMap tmap_c;        // output [M, N], box {128 bytes of columns, tile_m}
+  void *c;                   // output base, for the masked edge stores
+  const float *row_scale;    // [M], kEpilogueRowScale only
+  const uint32_t *a_offsets;
+  const int32_t *expert_ids;
+  const uint32_t *usage_stats;  // [1] = active groups
+  uint32_t num_groups;
+  uint32_t m, n, k;
+  uint32_t num_experts;
+  uint32_t split0, split1;  // plane splits (0, 0 = off)
+  uint32_t epilogue;
+  uint32_t stages;
+  uint32_t swizzle_bytes;  // 128, 64 or 32: one K-major smem row; tile_k = swizzle_bytes / 2
+};
+
+}  // namespace ggemm

@@ -1,0 +1,69 @@
+// mbarrier: shared-memory barriers with transaction counts (PTX ISA 9.7.13.15).
+#pragma once
+#include "fence.h"
+
+#if defined(__CUDACC__)
+namespace ggemm::ptx {
+
+// mbarrier.init.shared::cta.b64 — one thread, before any other use.
+GGEMM_DEVICE void mbarrier_init(uint64_t *bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals)
+               : "memory");
+}
+
+// fence.mbarrier_init.release.cluster — publishes mbarrier.init to the async
+// proxy (TMA complete_tx) before the barriers are used.
+GGEMM_DEVICE void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// mbarrier.arrive.shared::cta.b64 — one arrival by the calling thread.
+GGEMM_DEVICE void mbarrier_arrive(uint64_t *bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(
+                   smem_addr(bar))
+               : "memory");
+}
+
+// mbarrier.arrive.expect_tx.shared::cta.b64 — one arrival that also expects
+// `bytes` of asynchronous transactions (TMA loads) before the phase completes.
+GGEMM_DEVICE void mbarrier_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile(
+      "{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(
+          smem_addr(bar)),
+      "r"(bytes)
+      : "memory");
+}
+
+// mbarrier.try_wait.parity.shared::cta.b64 — true once the phase with the
+// given parity has completed.
+GGEMM_DEVICE bool mbarrier_try_wait_parity(uint64_t *bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+// Blocks until the phase of `parity` completes. A pipeline bug must not hang
+// the caller's process: after GGEMM_WAIT_TIMEOUT_NS (default 10 s) of waiting
+// the kernel traps, which the host sees as a launch failure.
+#ifndef GGEMM_WAIT_TIMEOUT_NS
+#define GGEMM_WAIT_TIMEOUT_NS 10000000000ull
+#endif
+GGEMM_DEVICE void mbarrier_wait_parity(uint64_t *bar, uint32_t parity) {
+  if (mbarrier_try_wait_parity(bar, parity)) return;
+  uint64_t start;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  while (!mbarrier_try_wait_parity(bar, parity)) {
+    uint64_t now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    // No printf here: a call inside the pipeline would serialise wgmma.
+    if (now - start > GGEMM_WAIT_TIMEOUT_NS) asm volatile("trap;");
+  }
+}
+
+}  // namespace ggemm::ptx
+#endif

@@ -1,0 +1,360 @@
+// The sm_90a persistent, warp-specialised grouped GEMM (DESIGN.md section 3).
+//
+// One CTA per SM walks output tiles of tile_m tokens x 128 features. A and B
+// are swapped as the MMA sees them: the weights are the wgmma's M side (two
+// consumer warpgroups, 64 weight rows each) and the tokens its N side
+// (tile_m = 16..256), so decode-sized groups waste little.
+//
+//   warpgroup 0  producer: one elected thread issues TMA loads of the weight
+//                and token tiles into a ring of `stages` buffers
+//                (full/empty mbarrier pairs); 40 registers.
+//   warpgroups 1, 2  consumers: wgmma from shared-memory descriptors into
+//                fp32 registers, then the epilogue for their 64 features:
+//                stmatrix.trans into a 128B-swizzled staging tile, then a TMA
+//                store when the tile is whole, or masked 16-byte stores at
+//                group and segment edges and for read-modify-write epilogues.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "../grouped_params.h"
+#include "../mbarrier.h"
+#include "../stmatrix.h"
+#include "../tile_scheduler.h"
+#include "../tma.h"
+#include "smem_layout.h"
+#include "wgmma.h"
+
+namespace ggemm::sm90 {
+
+// Weight layouts: K-major is B[E, N, K] (transpose_b), MN-major is B[E, K, N].
+enum class WeightLayout { kKMajor, kMNMajor };
+
+template <typename T>
+struct OutTraits;
+template <>
+struct OutTraits<__nv_bfloat16> {
+  GGEMM_DEVICE static uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+  }
+  GGEMM_DEVICE static float2 unpack(uint32_t v) { return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&v)); }
+};
+template <>
+struct OutTraits<__half> {
+  GGEMM_DEVICE static uint32_t pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+  }
+  GGEMM_DEVICE static float2 unpack(uint32_t v) { return __half22float2(*reinterpret_cast<__half2 *>(&v)); }
+};
+
+// Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a tile of
+// 128-byte rows with the TMA's 128B swizzle (chunk index XOR row % 8).
+GGEMM_DEVICE uint32_t swizzle128_offset(uint32_t row, uint32_t chunk) {
+  return row * 128 + ((chunk ^ (row & 7)) << 4);
+}
+
+template <typename Elem, typename Out, int TileM, WeightLayout Layout>
+struct GroupedGemmSm90 {
+  static_assert(TileM % 16 == 0 && TileM >= 16 && TileM <= 256 && !(sizeof(Out) == 4 && TileM > 128),
+                "tile_m is the wgmma N (16..256, step 16 for stmatrix x4); fp32 output stops at 128");
+  static constexpr int kAccRegs = TileM / 2;  // m64nNk16 f32: N/2 per thread
+  static constexpr uint32_t kOutBytes = sizeof(Out);
+  static constexpr uint32_t kFeaturesPerWarpgroup = kTileN / kConsumerWarpgroups;  // 64
+  // Staging of one warpgroup: boxes of [TileM rows][128 bytes of columns].
+  static constexpr uint32_t kColsPerBox = 128 / kOutBytes;
+  static constexpr uint32_t kBoxes = kFeaturesPerWarpgroup / kColsPerBox;
+  static constexpr uint32_t kStagingBytes = kBoxes * TileM * 128;
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+
+  struct Pipeline {
+    uint32_t stage = 0, phase = 0;
+    GGEMM_DEVICE void advance(uint32_t stages) {
+      if (++stage == stages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  };
+
+  GGEMM_DEVICE static GroupedProblem problem(const GroupedGemmParams &p) {
+    uint32_t active = p.usage_stats[1];
+    return GroupedProblem{p.a_offsets, p.expert_ids, active < p.num_groups ? active : p.num_groups,
+                          p.m,         p.n,          p.num_experts,
+                          p.split0,    p.split1};
+  }
+
+  GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = reinterpret_cast<uint8_t *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + kSmemAlign - 1) & ~uintptr_t(kSmemAlign - 1));
+    const SmemLayout layout = make_smem_layout(TileM, p.swizzle_bytes, kOutBytes, p.stages);
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + layout.barrier_offset());
+    uint64_t *empty = full + p.stages;
+    uint64_t *c_loaded = empty + p.stages;  // [kConsumerWarpgroups]
+
+    const uint32_t warpgroup = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+      for (uint32_t s = 0; s < p.stages; ++s) {
+        ptx::mbarrier_init(&full[s], 1);                     // the producer's expect_tx
+        ptx::mbarrier_init(&empty[s], kConsumerWarpgroups);  // one arrival per consumer
+      }
+      for (uint32_t w = 0; w < kConsumerWarpgroups; ++w) ptx::mbarrier_init(&c_loaded[w], 1);
+      ptx::fence_mbarrier_init();
+    }
+    if (threadIdx.x == 32) {
+      ptx::prefetch_tensormap(&p.tmap_tokens);
+      ptx::prefetch_tensormap(&p.tmap_weights);
+      ptx::prefetch_tensormap(&p.tmap_c);
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+      ptx::setmaxnreg_dec<kProducerRegs>();
+      if (threadIdx.x < 32 && ptx::elect_one_sync()) produce(p, smem, layout, full, empty);
+    } else {
+      ptx::setmaxnreg_inc<kConsumerRegs>();
+      consume(p, smem, layout, full, empty, &c_loaded[warpgroup - 1], warpgroup - 1);
+    }
+  }
+
+  // ---- producer: one thread ------------------------------------------------
+  GGEMM_DEVICE static void produce(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
+                                   uint64_t *full, uint64_t *empty) {
+    const uint32_t tile_k = p.swizzle_bytes / 2;
+    const uint32_t k_iters = (p.k + tile_k - 1) / tile_k;
+    const uint32_t stage_bytes = layout.weights_stage_bytes + layout.tokens_stage_bytes;
+    GroupedTileScheduler sched(problem(p), TileM, kTileN);
+    Pipeline pipe;
+    GroupedTile tile;
+    for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
+      if (tile.expert < 0) continue;  // inactive group: nothing to load
+      const int32_t token_row = int32_t(tile.row0 + tile.plane * p.m);
+      for (uint32_t ki = 0; ki < k_iters; ++ki) {
+        // A fresh barrier's "previous phase" (parity 1) counts as complete.
+        ptx::mbarrier_wait_parity(&empty[pipe.stage], pipe.phase ^ 1);
+        ptx::mbarrier_arrive_expect_tx(&full[pipe.stage], stage_bytes);
+        uint8_t *w = smem + layout.weights_offset(pipe.stage);
+        const int32_t k0 = int32_t(ki * tile_k);
+        if constexpr (Layout == WeightLayout::kKMajor) {
+          ptx::tma_load_3d(w, &p.tmap_weights, &full[pipe.stage], k0, int32_t(tile.col0), tile.expert);
+        } else {
+          // Two boxes of [tile_k rows of K][64 features]; one per consumer.
+          for (uint32_t half = 0; half < kConsumerWarpgroups; ++half)
+            ptx::tma_load_3d(w + half * tile_k * 128, &p.tmap_weights, &full[pipe.stage],
+                             int32_t(tile.col0 + half * kFeaturesPerWarpgroup), k0, tile.expert);
+        }
+        ptx::tma_load_2d(smem + layout.tokens_offset(pipe.stage), &p.tmap_tokens, &full[pipe.stage], k0,
+                         token_row);
+        pipe.advance(p.stages);
+      }
+    }
+  }
+
+  // ---- consumers: one warpgroup per 64 weight rows ---------------------------
+  GGEMM_DEVICE static void consume(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
+                                   uint64_t *full, uint64_t *empty, uint64_t *c_loaded, uint32_t cw) {
+    const uint32_t tile_k = p.swizzle_bytes / 2;
+    const uint32_t k_iters = (p.k + tile_k - 1) / tile_k;
+    const uint32_t tid = threadIdx.x % 128;
+    uint8_t *staging = smem + layout.c_offset() + cw * kStagingBytes;
+    GroupedTileScheduler sched(problem(p), TileM, kTileN);
+    Pipeline pipe;
+    GroupedTile tile;
+    float acc[kAccRegs];
+    uint32_t c_loaded_phase = 0;
+
+    for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
+      if (tile.expert >= 0) {
+        mainloop(p, smem, layout, full, empty, cw, tile_k, k_iters, pipe, acc);
+      } else {
+        if (p.epilogue == kEpilogueAccumulate) continue;  // C += 0
+#pragma unroll
+        for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
+      }
+      epilogue(p, tile, cw, tid, staging, c_loaded, c_loaded_phase, acc);
+    }
+    if (tid == 0) ptx::tma_store_wait_group_read<0>();
+  }
+
+  GGEMM_DEVICE static void mainloop(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
+                                    uint64_t *full, uint64_t *empty, uint32_t cw, uint32_t tile_k,
+                                    uint32_t k_iters, Pipeline &pipe, float (&acc)[kAccRegs]) {
+    uint32_t prev_stage = 0;
+    for (uint32_t ki = 0; ki < k_iters; ++ki) {
+      ptx::mbarrier_wait_parity(&full[pipe.stage], pipe.phase);
+      const uint32_t w = ptx::smem_addr(smem + layout.weights_offset(pipe.stage));
+      const uint32_t x = ptx::smem_addr(smem + layout.tokens_offset(pipe.stage));
+      wgmma_fence();
+      for (uint32_t kk = 0; kk < tile_k / 16; ++kk) {
+        uint64_t desc_w;
+        if constexpr (Layout == WeightLayout::kKMajor) {
+          // This warpgroup's 64 rows; k advances 32 bytes along the row.
+          desc_w = make_kmajor_desc(w + cw * 64 * p.swizzle_bytes + kk * 32, p.swizzle_bytes);
+        } else {
+          // This warpgroup's box; k advances 16 rows of 128 bytes.
+          desc_w = make_mnmajor_sw128_desc(w + cw * tile_k * 128 + kk * 16 * 128);
+        }
+        const uint64_t desc_x = make_kmajor_desc(x + kk * 32, p.swizzle_bytes);
+        WgmmaM64K16<TileM, Elem, Layout == WeightLayout::kMNMajor ? 1 : 0>::run(acc, desc_w, desc_x,
+                                                                              (ki | kk) != 0);
+      }
+      wgmma_commit_group();
+      // Keep one group in flight: the previous stage's wgmmas are done now.
+      wgmma_wait_group<1>();
+      fence_accumulators(acc);
+      if (ki > 0 && threadIdx.x % 128 == 0) ptx::mbarrier_arrive(&empty[prev_stage]);
+      prev_stage = pipe.stage;
+      pipe.advance(p.stages);
+    }
+    wgmma_wait_group<0>();
+    fence_accumulators(acc);
+    if (threadIdx.x % 128 == 0) ptx::mbarrier_arrive(&empty[prev_stage]);
+  }
+
+  // ---- epilogue -------------------------------------------------------------
+  // Fragment of m64nNk16 (PTX ISA 9.7.15.5.1.1, "Register fragments"): warp w
+  // of the warpgroup owns weight rows 16w..16w+15; acc[4j + e] is row
+  // 16w + lane/4 + 8*(e/2), token 8j + 2*(lane%4) + e%2.
+  GGEMM_DEVICE static void epilogue(const GroupedGemmParams &p, const GroupedTile &tile, uint32_t cw,
+                                    uint32_t tid, uint8_t *staging, uint64_t *c_loaded, uint32_t &c_loaded_phase,
+                                    float (&acc)[kAccRegs]) {
+    const uint32_t warp = tid / 32, lane = tid % 32;
+    const uint32_t barrier_id = 1 + cw;  // named barrier of this warpgroup (0 is __syncthreads)
+
+    // Columns of this warpgroup's half that the tile owns (0 past the segment).
+    const uint32_t col0 = tile.col0 + cw * kFeaturesPerWarpgroup;
+    const uint32_t cols = tile.cols > cw * kFeaturesPerWarpgroup
+                              ? min(tile.cols - cw * kFeaturesPerWarpgroup, kFeaturesPerWarpgroup)
+                              : 0;
+
+    if (p.epilogue == kEpilogueRowScale && tile.expert >= 0) {
+#pragma unroll
+      for (int j = 0; j < TileM / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const uint32_t token = 8 * j + 2 * (lane % 4) + e;
+          const float s = token < tile.rows ? __ldg(&p.row_scale[tile.row0 + token]) : 0.f;
+          acc[4 * j + e] *= s;
+          acc[4 * j + 2 + e] *= s;
+        }
+      }
+    }
+
+    // The staging tile may still be read by the previous tile's TMA store;
+    // before the accumulate epilogue's TMA load overwrites it, this thread's
+    // generic reads of it (masked stores) are ordered before async writes.
+    if (tid == 0) ptx::tma_store_wait_group_read<0>();
+    if (p.epilogue == kEpilogueAccumulate) ptx::fence_proxy_async_shared_cta();
+    ptx::bar_sync(barrier_id, 128);
+
+    const uint32_t staging_addr = ptx::smem_addr(staging);
+    if (p.epilogue == kEpilogueAccumulate && cols > 0) {
+      // C += result, rounded once: the old tile comes in by TMA (rows past
+      // the group are read but never written back) and each thread adds its
+      // fragment's old values to the fp32 sum.
+      if (tid == 0) {
+        ptx::mbarrier_arrive_expect_tx(c_loaded, kStagingBytes);
+        for (uint32_t b = 0; b < kBoxes; ++b)
+          ptx::tma_load_2d(staging + b * TileM * 128, &p.tmap_c, c_loaded, int32_t(col0 + b * kColsPerBox),
+                           int32_t(tile.row0));
+      }
+      ptx::mbarrier_wait_parity(c_loaded, c_loaded_phase);
+      c_loaded_phase ^= 1;
+      add_staged(staging, staging_addr, warp, lane, acc);
+    }
+    if constexpr (kOutBytes == 2) {
+#pragma unroll
+      for (int j = 0; j < TileM / 8; j += 2) {
+        ptx::stmatrix_x4_trans(stmatrix_lane_addr(staging_addr, warp, lane) + j * 1024,
+                               OutTraits<Out>::pack(acc[4 * j + 0], acc[4 * j + 1]),
+                               OutTraits<Out>::pack(acc[4 * j + 2], acc[4 * j + 3]),
+                               OutTraits<Out>::pack(acc[4 * j + 4], acc[4 * j + 5]),
+                               OutTraits<Out>::pack(acc[4 * j + 6], acc[4 * j + 7]));
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < TileM / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) *fp32_staging_slot(staging, warp, lane, j, e) = acc[4 * j + e];
+      }
+    }
+    ptx::fence_proxy_async_shared_cta();
+    ptx::bar_sync(barrier_id, 128);
+
+    if (cols == 0) return;
+    if (tile.rows == TileM && cols == kFeaturesPerWarpgroup) {  // whole: one TMA store
+      if (tid == 0) {
+        for (uint32_t b = 0; b < kBoxes; ++b)
+          ptx::tma_store_2d(&p.tmap_c, staging + b * TileM * 128, int32_t(col0 + b * kColsPerBox),
+                            int32_t(tile.row0));
+        ptx::tma_store_commit_group();
+      }
+      return;
+    }
+    // Masked 16-byte stores at edges: rows past the group's end and columns
+    // past the segment's end are skipped.
+    constexpr uint32_t kElemsPerChunk = 16 / kOutBytes;
+    constexpr uint32_t kChunksPerRow = kFeaturesPerWarpgroup / kElemsPerChunk;
+    for (uint32_t idx = tid; idx < TileM * kChunksPerRow; idx += 128) {
+      const uint32_t token = idx / kChunksPerRow, ch = idx % kChunksPerRow;
+      if (token >= tile.rows || ch * kElemsPerChunk >= cols) continue;
+      const uint32_t box = ch / 8;
+      uint4 v = *reinterpret_cast<const uint4 *>(staging + box * TileM * 128 + swizzle128_offset(token, ch % 8));
+      Out *dst = reinterpret_cast<Out *>(p.c) + size_t(tile.row0 + token) * p.n + col0 + ch * kElemsPerChunk;
+      *reinterpret_cast<uint4 *>(dst) = v;
+    }
+  }
+
+  // acc += the Out values staged at this thread's fragment positions: the
+  // exact inverse of the staging writes below (ldmatrix.trans undoes
+  // stmatrix.trans; fp32 reads the same addresses it writes).
+  GGEMM_DEVICE static void add_staged(const uint8_t *staging, uint32_t staging_addr, uint32_t warp, uint32_t lane,
+                                      float (&acc)[kAccRegs]) {
+    if constexpr (kOutBytes == 2) {
+#pragma unroll
+      for (int j = 0; j < TileM / 8; j += 2) {
+        uint32_t r[4];
+        ptx::ldmatrix_x4_trans(stmatrix_lane_addr(staging_addr, warp, lane) + j * 1024, r[0], r[1], r[2], r[3]);
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const float2 old = OutTraits<Out>::unpack(r[x]);
+          acc[4 * j + 2 * x] += old.x;
+          acc[4 * j + 2 * x + 1] += old.y;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < TileM / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[4 * j + e] += *fp32_staging_slot(staging, warp, lane, j, e);
+        asm volatile("" ::: "memory");  // unhoisted, the loads would spill at tile_m 128
+      }
+    }
+  }
+
+  // The shared address this lane gives stmatrix/ldmatrix .x4.trans for token
+  // octets j, j+1 at j = 0 (add 1024 bytes per octet): matrix q = lane / 8
+  // holds features 8 * (q % 2) of this warp's 16 and tokens 8 * (q / 2) + row
+  // (lane % 8); the row is the token, so its swizzle is fixed per lane.
+  GGEMM_DEVICE static uint32_t stmatrix_lane_addr(uint32_t staging_addr, uint32_t warp, uint32_t lane) {
+    const uint32_t q = lane / 8, i = lane % 8;
+    return staging_addr + swizzle128_offset(8 * (q >> 1) + i, 2 * warp + (q & 1));
+  }
+
+  // Where fp32 fragment element acc[4j + e] is staged. token % 8 does not
+  // depend on j, so the swizzle is fixed per (lane, e) and j only adds
+  // 8 rows (1024 bytes): written out so the compiler keeps 4 bases, not 64
+  // addresses.
+  GGEMM_DEVICE static float *fp32_staging_slot(const uint8_t *staging, uint32_t warp, uint32_t lane, int j, int e) {
+    const uint32_t feature = 16 * warp + lane / 4 + 8 * (e >> 1);
+    const uint32_t token_lo = 2 * (lane % 4) + (e & 1);  // token = 8j + token_lo
+    const uint32_t box = feature / kColsPerBox, col = feature % kColsPerBox;
+    return reinterpret_cast<float *>(const_cast<uint8_t *>(staging) + box * TileM * 128 +
+                                     swizzle128_offset(token_lo, col / 4) + j * 1024) +
+           col % 4;
+  }
+};
+
+}  // namespace ggemm::sm90

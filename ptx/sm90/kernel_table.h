@@ -1,0 +1,36 @@
+// The one table of sm_90a grouped-GEMM instantiations. The kernels files
+// expand it into extern "C" entry points; the runtime builds the same names
+// with sm90_kernel_name() and asks sm90_has_kernel() which exist (a CPU test
+// checks the two agree with this table).
+//
+// X(elem, elem_name, out, out_name, layout, layout_name, tile_m)
+#pragma once
+
+// tile_m 16..128 for every output dtype; 256 only for 16-bit outputs (fp32
+// staging of 256 tokens x 128 features is 128 KB and the m256 fp32 epilogue
+// spills registers).
+#define GGEMM_SM90_FOR_TILE_M_TO_128(X, E, EN, O, ON, L, LN) \
+  X(E, EN, O, ON, L, LN, 16)                                 \
+  X(E, EN, O, ON, L, LN, 32)                                 \
+  X(E, EN, O, ON, L, LN, 64)                                 \
+  X(E, EN, O, ON, L, LN, 128)
+#define GGEMM_SM90_FOR_TILE_M_TO_256(X, E, EN, O, ON, L, LN) \
+  GGEMM_SM90_FOR_TILE_M_TO_128(X, E, EN, O, ON, L, LN)       \
+  X(E, EN, O, ON, L, LN, 256)
+
+#define GGEMM_SM90_FOR_LAYOUT(X, TILES, E, EN, O, ON)       \
+  TILES(X, E, EN, O, ON, WeightLayout::kKMajor, kmajor)     \
+  TILES(X, E, EN, O, ON, WeightLayout::kMNMajor, mnmajor)
+
+#define GGEMM_SM90_FOR_OUT(X, E, EN)                                                \
+  GGEMM_SM90_FOR_LAYOUT(X, GGEMM_SM90_FOR_TILE_M_TO_256, E, EN, __nv_bfloat16, bf16) \
+  GGEMM_SM90_FOR_LAYOUT(X, GGEMM_SM90_FOR_TILE_M_TO_256, E, EN, __half, fp16)        \
+  GGEMM_SM90_FOR_LAYOUT(X, GGEMM_SM90_FOR_TILE_M_TO_128, E, EN, float, fp32)
+
+// Split by operand dtype so the two halves compile in parallel.
+#define GGEMM_SM90_KERNELS_BF16(X) GGEMM_SM90_FOR_OUT(X, __nv_bfloat16, bf16)
+#define GGEMM_SM90_KERNELS_FP16(X) GGEMM_SM90_FOR_OUT(X, __half, fp16)
+#define GGEMM_SM90_KERNELS(X) GGEMM_SM90_KERNELS_BF16(X) GGEMM_SM90_KERNELS_FP16(X)
+
+// Largest tile_m instantiated for an output of `out_bytes` bytes per element.
+#define GGEMM_SM90_MAX_TILE_M(out_bytes) ((out_bytes) == 4 ? 128 : 256)

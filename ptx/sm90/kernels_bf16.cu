@@ -1,0 +1,2 @@
+#include "kernels_entry.cuh"
+GGEMM_SM90_KERNELS_BF16(GGEMM_SM90_DEFINE_KERNEL)

@@ -1,0 +1,13 @@
+// Expands the kernel table into extern "C" __global__ entry points. Included
+// by one .cu per operand dtype (kernels_bf16.cu, kernels_fp16.cu), which are
+// compiled to device code only and embedded as fatbins in libggemm.
+#pragma once
+#include "grouped_gemm.cuh"
+#include "kernel_table.h"
+
+#define GGEMM_SM90_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM)                                     \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                    \
+      ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM(const __grid_constant__ ggemm::GroupedGemmParams p) { \
+    using namespace ggemm::sm90;                                                              \
+    GroupedGemmSm90<E, O, TM, L>::run(p);                                                     \
+  }

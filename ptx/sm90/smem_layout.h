@@ -1,0 +1,57 @@
+// Shared-memory layout of the sm_90a grouped GEMM, computed identically by the
+// runtime (to size the launch and pick the stage count) and the kernel.
+#pragma once
+#include <cstdint>
+
+#include "../arch.h"
+
+namespace ggemm::sm90 {
+
+constexpr uint32_t kTileN = 128;          // weight rows per tile (two m64 warpgroups)
+constexpr uint32_t kConsumerWarpgroups = 2;
+constexpr uint32_t kThreads = 128 * (1 + kConsumerWarpgroups);
+constexpr uint32_t kSmemAlign = 1024;     // 128B-swizzled tiles need 1024-byte alignment
+
+struct SmemLayout {
+  uint32_t weights_stage_bytes;  // kTileN x tile_k
+  uint32_t tokens_stage_bytes;   // tile_m x tile_k
+  uint32_t c_bytes;              // epilogue staging, both warpgroups
+  uint32_t stages;
+
+  GGEMM_HOST_DEVICE constexpr uint32_t weights_offset(uint32_t s) const { return s * weights_stage_bytes; }
+  GGEMM_HOST_DEVICE constexpr uint32_t tokens_offset(uint32_t s) const {
+    return stages * weights_stage_bytes + s * tokens_stage_bytes;
+  }
+  GGEMM_HOST_DEVICE constexpr uint32_t c_offset() const {
+    return stages * (weights_stage_bytes + tokens_stage_bytes);
+  }
+  // full[stages], empty[stages], then one epilogue barrier per consumer
+  // warpgroup (the TMA load of C for the accumulate epilogue); 8 bytes each.
+  GGEMM_HOST_DEVICE constexpr uint32_t barrier_offset() const { return c_offset() + c_bytes; }
+  // Bytes to request: the layout plus slack to align the dynamic base.
+  GGEMM_HOST_DEVICE constexpr uint32_t total_bytes() const {
+    return barrier_offset() + 16 * stages + 8 * kConsumerWarpgroups + kSmemAlign;
+  }
+};
+
+GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_t swizzle_bytes,
+                                                        uint32_t out_bytes, uint32_t stages) {
+  // One K-major row of a stage is one swizzle span (tile_k * 2 bytes).
+  return SmemLayout{kTileN * swizzle_bytes, tile_m * swizzle_bytes,
+                    kConsumerWarpgroups * tile_m * (kTileN / kConsumerWarpgroups) * out_bytes, stages};
+}
+
+// The deepest pipeline that fits in `smem_optin` bytes (the device's opt-in
+// shared memory per block), capped at kMaxStages; 0 if not even one fits.
+constexpr uint32_t kMaxStages = 32;
+GGEMM_HOST_DEVICE constexpr uint32_t max_stages(uint32_t tile_m, uint32_t swizzle_bytes,
+                                                uint32_t out_bytes, uint32_t smem_optin) {
+  SmemLayout one = make_smem_layout(tile_m, swizzle_bytes, out_bytes, 0);
+  uint32_t fixed = one.total_bytes();
+  uint32_t per_stage = one.weights_stage_bytes + one.tokens_stage_bytes + 16;
+  if (smem_optin < fixed + per_stage) return 0;
+  uint32_t s = (smem_optin - fixed) / per_stage;
+  return s > kMaxStages ? kMaxStages : s;
+}
+
+}  // namespace ggemm::sm90

@@ -1,0 +1,118 @@
+// The grouped tile scheduler: maps a persistent CTA's linear tile index to an
+// output tile of one group. __host__ __device__, so the CPU tests simulate
+// whole persistent launches with exactly the code the kernels run.
+//
+// Work is enumerated group by group (groups in order, active ones only:
+// g < min(expert_usage_stats[1], num_groups)). A group of R rows owns
+// ceil(R / tile_m) row blocks times the feature blocks of N. N is cut into
+// up to three segments at the activation plane splits, [0, s0), [s0, s1),
+// [s1, N), each tiled by tile_n from its own start, so no tile straddles a
+// plane boundary (a tile's last block may be partial). Within a group the row
+// block varies fastest, so CTAs running side by side share a weight tile.
+//
+// Offsets are clamped into [0, M] and made non-decreasing as they are read,
+// so even malformed device arrays never produce a tile outside C.
+#pragma once
+#include <cstdint>
+
+#include "arch.h"
+
+namespace ggemm {
+
+struct GroupedTile {
+  uint32_t group;      // index into a_offsets / expert_ids
+  int32_t expert;      // expert id (-1 or out of range: inactive, rows zeroed)
+  uint32_t row0;       // first output row of the tile
+  uint32_t rows;       // valid rows, 1..tile_m
+  uint32_t col0;       // first output column (feature) of the tile
+  uint32_t cols;       // valid columns, 1..tile_n
+  uint32_t plane;      // activation plane of every column of the tile
+};
+
+struct GroupedProblem {
+  const uint32_t *a_offsets;  // [num_groups + 1]
+  const int32_t *expert_ids;  // [num_groups]
+  uint32_t num_active;        // already min(stats[1], num_groups)
+  uint32_t m;                 // rows of C
+  uint32_t n;                 // columns of C
+  uint32_t num_experts;
+  uint32_t split0, split1;    // plane splits; both 0 = one segment
+};
+
+GGEMM_HOST_DEVICE constexpr uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+class GroupedTileScheduler {
+ public:
+  GGEMM_HOST_DEVICE GroupedTileScheduler(const GroupedProblem &p, uint32_t tile_m, uint32_t tile_n)
+      : p_(p), tile_m_(tile_m), tile_n_(tile_n) {
+    const bool split = p.split0 != 0 || p.split1 != 0;
+    end0_ = split ? p.split0 : p.n;  // one segment when the splits are off
+    end1_ = split ? p.split1 : p.n;
+    blocks0_ = ceil_div(end0_, tile_n);
+    blocks1_ = ceil_div(end1_ - end0_, tile_n);
+    col_blocks_ = blocks0_ + blocks1_ + ceil_div(p.n - end1_, tile_n);
+    load_group(0);
+  }
+
+  // Column blocks per group (the same for every group).
+  GGEMM_HOST_DEVICE uint32_t col_blocks() const { return col_blocks_; }
+
+  // Finds the tile with linear index `t`. Calls must come with non-decreasing
+  // t (the persistent loop's iter * gridDim.x + blockIdx.x); the cursor only
+  // moves forward, so a CTA walks the offsets once in all. Returns false past
+  // the last tile.
+  GGEMM_HOST_DEVICE bool next(uint64_t t, GroupedTile *out) {
+    while (group_ < p_.num_active) {
+      uint64_t tiles = uint64_t(row_blocks_) * col_blocks_;
+      if (t < tiles_before_ + tiles) break;
+      tiles_before_ += tiles;
+      load_group(group_ + 1);
+    }
+    if (group_ >= p_.num_active) return false;
+    uint64_t local = t - tiles_before_;
+    uint32_t rb = uint32_t(local % row_blocks_);
+    uint32_t cb = uint32_t(local / row_blocks_);
+    // Segment of the column block (scalars, not an indexed array: device
+    // code would put an array in local memory).
+    uint32_t seg = 0, seg_start = 0, seg_end = end0_;
+    if (cb >= blocks0_ + blocks1_) {
+      seg = 2, cb -= blocks0_ + blocks1_, seg_start = end1_, seg_end = p_.n;
+    } else if (cb >= blocks0_) {
+      seg = 1, cb -= blocks0_, seg_start = end0_, seg_end = end1_;
+    }
+    out->group = group_;
+    int32_t e = p_.expert_ids[group_];
+    out->expert = (e >= 0 && uint32_t(e) < p_.num_experts) ? e : -1;
+    out->row0 = row_start_ + rb * tile_m_;
+    uint32_t rows_left = row_end_ - out->row0;
+    out->rows = rows_left < tile_m_ ? rows_left : tile_m_;
+    out->col0 = seg_start + cb * tile_n_;
+    uint32_t cols_left = seg_end - out->col0;
+    out->cols = cols_left < tile_n_ ? cols_left : tile_n_;
+    out->plane = seg;
+    return true;
+  }
+
+ private:
+  GGEMM_HOST_DEVICE void load_group(uint32_t g) {
+    group_ = g;
+    if (g >= p_.num_active) return;
+    // Clamp: rows [start, end) with prev_end <= start <= end <= M.
+    uint32_t lo = p_.a_offsets[g], hi = p_.a_offsets[g + 1];
+    uint32_t floor = g == 0 ? 0 : row_end_;
+    row_start_ = lo < floor ? floor : (lo > p_.m ? p_.m : lo);
+    row_end_ = hi < row_start_ ? row_start_ : (hi > p_.m ? p_.m : hi);
+    row_blocks_ = (row_end_ - row_start_ + tile_m_ - 1) / tile_m_;
+  }
+
+  GroupedProblem p_;
+  uint32_t tile_m_, tile_n_;
+  uint32_t end0_, end1_;        // segment ends; the last segment ends at N
+  uint32_t blocks0_, blocks1_;  // column blocks of segments 0 and 1
+  uint32_t col_blocks_;
+  uint32_t group_ = 0;
+  uint64_t tiles_before_ = 0;
+  uint32_t row_start_ = 0, row_end_ = 0, row_blocks_ = 0;
+};
+
+}  // namespace ggemm

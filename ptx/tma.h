@@ -1,0 +1,62 @@
+// TMA: bulk tensor copies between global and shared memory through a
+// CUtensorMap (PTX ISA 9.7.9.25 "cp.async.bulk.tensor").
+#pragma once
+#include <cuda.h>
+
+#include "fence.h"
+
+#if defined(__CUDACC__)
+namespace ggemm::ptx {
+
+// prefetch.tensormap — warms the descriptor cache; any thread, once.
+GGEMM_DEVICE void prefetch_tensormap(const CUtensorMap *map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// cp.async.bulk.tensor.3d global -> shared, completing `bytes` on `bar`.
+// Issued by one thread. Coordinates are in elements, innermost first;
+// out-of-bounds elements are filled with zeros.
+GGEMM_DEVICE void tma_load_3d(void *smem_dst, const CUtensorMap *map, uint64_t *bar, int32_t c0,
+                              int32_t c1, int32_t c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
+// cp.async.bulk.tensor.2d global -> shared; see tma_load_3d.
+GGEMM_DEVICE void tma_load_2d(void *smem_dst, const CUtensorMap *map, uint64_t *bar, int32_t c0,
+                              int32_t c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+// cp.async.bulk.tensor.2d shared -> global, in the calling thread's bulk
+// group. Elements out of the tensor's bounds are not written. The shared
+// memory must have been fenced (fence_proxy_async_shared_cta) by its writers.
+GGEMM_DEVICE void tma_store_2d(const CUtensorMap *map, const void *smem_src, int32_t c0,
+                               int32_t c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_addr(smem_src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+// cp.async.bulk.commit_group — closes the calling thread's bulk group.
+GGEMM_DEVICE void tma_store_commit_group() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+// cp.async.bulk.wait_group.read N — waits until at most N of the calling
+// thread's bulk groups still read their shared-memory source.
+template <int N>
+GGEMM_DEVICE void tma_store_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+}  // namespace ggemm::ptx
+#endif

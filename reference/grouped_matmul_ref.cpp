@@ -1,0 +1,217 @@
+// CPU reference of ggemm_grouped_matmul (DESIGN.md §1.1); see ggemm_reference.h.
+//
+// Plan: per used expert, widen its weights once to a float [N][K] buffer
+// (transposing the [K][N] layout) and the activation rows of its groups once
+// to float; then split (row block, column block) tiles across threads. Each
+// output element is one contiguous float dot product with a fixed summation
+// order, so the result does not depend on the thread count.
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "ggemm_reference.h"
+
+namespace ggemm::ref {
+namespace {
+
+// Runs fn(i) for every i in [0, count) on up to `threads` threads (the calling
+// thread included), handing items out one at a time so uneven items balance.
+template <class Fn>
+void parallel_for(size_t count, unsigned threads, const Fn& fn) {
+  const size_t workers = std::min<size_t>(threads, count);
+  if (workers <= 1) {
+    for (size_t i = 0; i < count; ++i) fn(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count;) fn(i);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(workers - 1);
+  for (size_t t = 1; t < workers; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
+
+// Widens `count` elements of `base`, starting at element `first`, to float.
+// The switch sits outside the loop so the loop stays a simple stream.
+void widen(ggemm_dtype dtype, const void* base, size_t first, size_t count, float* out) {
+  switch (dtype) {
+    case GGEMM_DTYPE_BF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(base) + first;
+      for (size_t i = 0; i < count; ++i) out[i] = bf16_to_float(p[i]);
+      return;
+    }
+    case GGEMM_DTYPE_FP16: {
+      const uint16_t* p = static_cast<const uint16_t*>(base) + first;
+      for (size_t i = 0; i < count; ++i) out[i] = fp16_to_float(p[i]);
+      return;
+    }
+    case GGEMM_DTYPE_FP32: {
+      const float* p = static_cast<const float*>(base) + first;
+      std::copy(p, p + count, out);
+      return;
+    }
+  }
+}
+
+// Dot products of one weight row with R activation rows. kLanes independent
+// partial sums per row let the compiler vectorise without reassociating
+// (no -ffast-math), and the reduction order is the same for every R, so an
+// element's value does not depend on which rows shared its tile.
+constexpr int kLanes = 8;
+
+template <int R>
+inline void dot_rows(const float* w, const float* const* a, size_t k_len, float* out) {
+  float acc[R][kLanes] = {};
+  size_t k = 0;
+  for (; k + kLanes <= k_len; k += kLanes)
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < kLanes; ++j) acc[r][j] += a[r][k + j] * w[k + j];
+  for (int j = 0; k + j < k_len; ++j)  // tail (K is a multiple of 8 in the contract)
+    for (int r = 0; r < R; ++r) acc[r][j] += a[r][k + j] * w[k + j];
+  for (int r = 0; r < R; ++r)
+    out[r] = ((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3])) +
+             ((acc[r][4] + acc[r][5]) + (acc[r][6] + acc[r][7]));
+}
+
+struct Span {  // rows [start, end) of one group
+  int64_t start;
+  int64_t end;
+};
+
+// Tile sizes: a task covers kRowBlock rows x kColBlock columns, which keeps
+// its activation rows and the current weight row in cache for K up to ~8k.
+constexpr int64_t kRowBlock = 16;
+constexpr int64_t kColBlock = 64;
+
+}  // namespace
+
+void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads) {
+  const int64_t M = args.m, N = args.n, K = args.k;
+  if (M <= 0 || N <= 0) return;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const size_t n_cols = static_cast<size_t>(N), k_len = static_cast<size_t>(K > 0 ? K : 0);
+
+  // Groups exactly as the kernel's scheduler reads them: a clamped,
+  // non-overlapping walk over the first num_active offsets.
+  const int64_t num_active =
+      std::min<int64_t>(static_cast<int64_t>(args.expert_usage_stats[1]), args.num_groups);
+  std::map<int32_t, std::vector<Span>> by_expert;  // valid experts, in id order
+  std::vector<Span> inactive;
+  int64_t prev_end = 0;
+  for (int64_t g = 0; g < num_active; ++g) {
+    const int64_t start = std::clamp<int64_t>(args.a_offsets[g], prev_end, M);
+    const int64_t end = std::clamp<int64_t>(args.a_offsets[g + 1], start, M);
+    prev_end = end;
+    if (end == start) continue;
+    const int32_t e = args.expert_ids[g];
+    if (e < 0 || e >= args.num_experts)
+      inactive.push_back({start, end});
+    else
+      by_expert[e].push_back({start, end});
+  }
+
+  const ggemm_dtype c_dtype = args.c_dtype;
+  const bool accumulate = args.epilogue == GGEMM_EPILOGUE_ACCUMULATE;
+
+  // Inactive groups contribute 0: zeros for STORE / ROW_SCALE, C += 0 (no
+  // change) for ACCUMULATE.
+  if (!accumulate)
+    for (const Span& s : inactive)
+      for (int64_t m = s.start; m < s.end; ++m)
+        for (size_t n = 0; n < n_cols; ++n)
+          store_from_float(c_dtype, args.c, static_cast<size_t>(m) * n_cols + n, 0.0f);
+
+  // Activation plane of each column, and a dense slot per plane actually used
+  // so that planes no column reads are never touched.
+  const bool planes_on = !(args.a_plane_split0 == 0 && args.a_plane_split1 == 0);
+  std::vector<int> col_slot(n_cols);
+  int plane_slot[3] = {-1, -1, -1};
+  int num_slots = 0;
+  std::vector<int> slot_plane;
+  for (size_t n = 0; n < n_cols; ++n) {
+    const int64_t col = static_cast<int64_t>(n);
+    const int p = planes_on ? (col >= args.a_plane_split0) + (col >= args.a_plane_split1) : 0;
+    if (plane_slot[p] < 0) {
+      plane_slot[p] = num_slots++;
+      slot_plane.push_back(p);
+    }
+    col_slot[n] = plane_slot[p];
+  }
+
+  std::vector<float> w_f(by_expert.empty() ? 0 : n_cols * k_len);  // reused per expert
+  for (const auto& [e, spans] : by_expert) {
+    // Local row i <-> global row rows[i], over all this expert's groups.
+    std::vector<int64_t> rows;
+    for (const Span& s : spans)
+      for (int64_t m = s.start; m < s.end; ++m) rows.push_back(m);
+    const size_t R = rows.size();
+
+    // Activations: a_f[(slot * R + i) * K + k] = A[rows[i] + plane * M, k].
+    std::vector<float> a_f(static_cast<size_t>(num_slots) * R * k_len);
+    parallel_for(static_cast<size_t>(num_slots) * R, threads, [&](size_t t) {
+      const size_t slot = t / R, i = t % R;
+      const size_t a_row = static_cast<size_t>(rows[i] + slot_plane[slot] * M);
+      widen(args.a_dtype, args.a, a_row * k_len, k_len, a_f.data() + t * k_len);
+    });
+
+    // Weights as W[n][k] (size_t indexing: B may exceed 4 GiB).
+    const size_t e_base = static_cast<size_t>(e) * n_cols * k_len;
+    const size_t n_blocks = (n_cols + kColBlock - 1) / kColBlock;
+    parallel_for(n_blocks, threads, [&](size_t nb) {
+      const size_t n0 = nb * kColBlock, n1 = std::min(n_cols, n0 + kColBlock);
+      if (args.transpose_b) {
+        // B[e][n][k]: already K-major, widen row by row.
+        widen(args.b_dtype, args.b, e_base + n0 * k_len, (n1 - n0) * k_len, w_f.data() + n0 * k_len);
+      } else {
+        // B[e][k][n]: widen a contiguous piece of each k row, then scatter.
+        float piece[kColBlock];
+        for (size_t k = 0; k < k_len; ++k) {
+          widen(args.b_dtype, args.b, e_base + k * n_cols + n0, n1 - n0, piece);
+          for (size_t n = n0; n < n1; ++n) w_f[n * k_len + k] = piece[n - n0];
+        }
+      }
+    });
+
+    // Products and epilogue, one (row block, column block) tile per task.
+    const size_t r_blocks = (R + kRowBlock - 1) / kRowBlock;
+    parallel_for(r_blocks * n_blocks, threads, [&](size_t t) {
+      const size_t i0 = (t / n_blocks) * kRowBlock, i1 = std::min(R, i0 + kRowBlock);
+      const size_t n0 = (t % n_blocks) * kColBlock, n1 = std::min(n_cols, n0 + kColBlock);
+      float result[kRowBlock];
+      for (size_t n = n0; n < n1; ++n) {
+        const float* w = w_f.data() + n * k_len;
+        const float* a_slot = a_f.data() + static_cast<size_t>(col_slot[n]) * R * k_len;
+        const float* a[kRowBlock];
+        for (size_t i = i0; i < i1; ++i) a[i - i0] = a_slot + i * k_len;
+        size_t i = i0;
+        for (; i + 4 <= i1; i += 4) dot_rows<4>(w, &a[i - i0], k_len, &result[i - i0]);
+        for (; i < i1; ++i) dot_rows<1>(w, &a[i - i0], k_len, &result[i - i0]);
+
+        for (i = i0; i < i1; ++i) {
+          const size_t m = static_cast<size_t>(rows[i]);
+          const size_t idx = m * n_cols + n;
+          const float r = result[i - i0];
+          switch (args.epilogue) {
+            case GGEMM_EPILOGUE_STORE:
+              store_from_float(c_dtype, args.c, idx, r);
+              break;
+            case GGEMM_EPILOGUE_ROW_SCALE:
+              store_from_float(c_dtype, args.c, idx, r * args.row_scale[m]);
+              break;
+            case GGEMM_EPILOGUE_ACCUMULATE:
+              // The old value joins the fp32 result; the sum is rounded once.
+              store_from_float(c_dtype, args.c, idx, load_as_float(c_dtype, args.c, idx) + r);
+              break;
+          }
+        }
+      }
+    });
+  }
+}
+
+}  // namespace ggemm::ref

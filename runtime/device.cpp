@@ -1,0 +1,89 @@
+#include "runtime/device.h"
+
+#include <cstdint>
+#include <memory>
+#include <new>
+
+// The embedded fatbins (cmake/fatbins.S.in).
+extern "C" const void *const ggemm_fatbin_table[];
+extern "C" const uint32_t ggemm_fatbin_count;
+
+namespace ggemm {
+
+ggemm_status Device::create(int ordinal, Device **out) {
+  const Driver *drv = nullptr;
+  GGEMM_TRY(load_driver(&drv));
+  int count = 0;
+  GGEMM_CU(*drv, cuDeviceGetCount(&count));
+  if (ordinal < 0 || ordinal >= count)
+    return fail(GGEMM_STATUS_NO_DEVICE, "device_ordinal %d: the driver sees %d CUDA device(s)", ordinal, count);
+
+  std::unique_ptr<Device> d(new (std::nothrow) Device());
+  if (!d) return fail(GGEMM_STATUS_OUT_OF_MEMORY, "allocating the handle");
+  d->drv_ = drv;
+  d->props_.ordinal = ordinal;
+  GGEMM_CU(*drv, cuDeviceGet(&d->dev_, ordinal));
+  GGEMM_CU(*drv, cuDeviceGetAttribute(&d->props_.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev_));
+  GGEMM_CU(*drv, cuDeviceGetAttribute(&d->props_.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev_));
+  GGEMM_CU(*drv, cuDeviceGetAttribute(&d->props_.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev_));
+  GGEMM_CU(*drv, cuDeviceGetAttribute(&d->props_.smem_optin,
+                                      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev_));
+
+  const int cc = d->props_.cc_major * 10 + d->props_.cc_minor;
+  if (cc == 90) {
+    d->arch_ = Arch::kSm90a;
+  } else {
+    return fail(GGEMM_STATUS_UNSUPPORTED_DEVICE,
+                "device %d has compute capability %d.%d; ggemm has kernels for 9.0 (sm_90a: H100, H200) "
+                "only in this build",
+                ordinal, d->props_.cc_major, d->props_.cc_minor);
+  }
+
+  GGEMM_CU(*drv, cuDevicePrimaryCtxRetain(&d->ctx_, d->dev_));
+  // Library loading is context-independent (cuLibrary*), so no push here.
+  for (uint32_t i = 0; i < ggemm_fatbin_count; ++i) {
+    CUlibrary lib = nullptr;
+    GGEMM_CU(*drv, cuLibraryLoadData(&lib, ggemm_fatbin_table[i], nullptr, nullptr, 0, nullptr, nullptr, 0));
+    d->libraries_.push_back(lib);
+  }
+  *out = d.release();
+  return GGEMM_STATUS_SUCCESS;
+}
+
+Device::~Device() {
+  for (CUlibrary lib : libraries_) drv_->cuLibraryUnload(lib);
+  if (ctx_) drv_->cuDevicePrimaryCtxRelease(dev_);
+}
+
+ggemm_status Device::kernel(const std::string &name, CUkernel *out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = kernels_.find(name);
+  if (it != kernels_.end()) {
+    *out = it->second;
+    return GGEMM_STATUS_SUCCESS;
+  }
+  CUkernel k = nullptr;
+  for (CUlibrary lib : libraries_) {
+    if (drv_->cuLibraryGetKernel(&k, lib, name.c_str()) == CUDA_SUCCESS) break;
+    k = nullptr;
+  }
+  if (!k) return fail(GGEMM_STATUS_INTERNAL_ERROR, "kernel %s is not in the embedded fatbins", name.c_str());
+  GGEMM_CU(*drv_, cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, props_.smem_optin, k, dev_));
+  kernels_.emplace(name, k);
+  *out = k;
+  return GGEMM_STATUS_SUCCESS;
+}
+
+ggemm_status Device::ScopedContext::push() {
+  GGEMM_CU(d_.driver(), cuCtxPushCurrent(d_.ctx_));
+  return GGEMM_STATUS_SUCCESS;
+}
+
+Device::ScopedContext::~ScopedContext() {
+  if (status_ == GGEMM_STATUS_SUCCESS) {
+    CUcontext popped;
+    d_.driver().cuCtxPopCurrent(&popped);
+  }
+}
+
+}  // namespace ggemm

@@ -1,0 +1,50 @@
+// The CUDA driver, loaded at run time (dlopen of libcuda.so.1): libggemm links
+// no CUDA library, so it loads on machines without a driver and reports the
+// absence as GGEMM_STATUS_DRIVER_NOT_FOUND instead of failing to load.
+#pragma once
+#include <cuda.h>
+
+#include "runtime/status.h"
+
+namespace ggemm {
+
+// One pointer per driver entry point we use, resolved through
+// cuGetProcAddress for the CUDA 12.0 ABI of each.
+#define GGEMM_DRIVER_FUNCTIONS(X) \
+  X(cuInit)                       \
+  X(cuDriverGetVersion)           \
+  X(cuGetErrorName)               \
+  X(cuDeviceGetCount)             \
+  X(cuDeviceGet)                  \
+  X(cuDeviceGetAttribute)         \
+  X(cuDevicePrimaryCtxRetain)     \
+  X(cuDevicePrimaryCtxRelease)    \
+  X(cuCtxPushCurrent)             \
+  X(cuCtxPopCurrent)              \
+  X(cuLibraryLoadData)            \
+  X(cuLibraryUnload)              \
+  X(cuLibraryGetKernel)           \
+  X(cuKernelSetAttribute)         \
+  X(cuLaunchKernelEx)             \
+  X(cuTensorMapEncodeTiled)
+
+struct Driver {
+#define GGEMM_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
+  GGEMM_DRIVER_FUNCTIONS(GGEMM_DRIVER_MEMBER)
+#undef GGEMM_DRIVER_MEMBER
+};
+
+// Loads and initialises the driver once per process (thread-safe). On
+// success *out points to the process-wide table.
+ggemm_status load_driver(const Driver **out);
+
+// Turns a failed driver call into DRIVER_ERROR with the call and error named.
+ggemm_status driver_fail(const Driver &d, CUresult r, const char *call);
+
+}  // namespace ggemm
+
+#define GGEMM_CU(drv, call)                                                  \
+  do {                                                                       \
+    CUresult ggemm_cu_result_ = (drv).call;                                  \
+    if (ggemm_cu_result_ != CUDA_SUCCESS) return ::ggemm::driver_fail((drv), ggemm_cu_result_, #call); \
+  } while (0)

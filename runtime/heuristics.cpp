@@ -1,0 +1,134 @@
+#include "runtime/heuristics.h"
+
+#include "ptx/sm90/kernel_table.h"
+#include "ptx/sm90/smem_layout.h"
+
+namespace ggemm {
+
+uint32_t dtype_bytes(ggemm_dtype t) { return t == GGEMM_DTYPE_FP32 ? 4 : 2; }
+
+const char *dtype_name(ggemm_dtype t) {
+  switch (t) {
+    case GGEMM_DTYPE_BF16: return "bf16";
+    case GGEMM_DTYPE_FP16: return "fp16";
+    case GGEMM_DTYPE_FP32: return "fp32";
+  }
+  return "?";
+}
+
+std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m) {
+  return std::string("ggemm_sm90_grouped_") + dtype_name(a) + "_" + dtype_name(c) + "_" +
+         (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(tile_m);
+}
+
+namespace {
+
+bool is_tile_m(uint32_t v, uint32_t out_bytes) {
+  return (v == 16 || v == 32 || v == 64 || v == 128 || v == 256) && v <= GGEMM_SM90_MAX_TILE_M(out_bytes);
+}
+
+// The automatic token tile: the smallest tile holding a typical group, so
+// decode-sized groups (1..16 rows) waste little of the MMA's N; 128 beyond
+// that (a 128 x 128 tile reads each operand byte ~once per 128 MACs).
+uint32_t auto_tile_m(const GroupedShape &s) {
+  int64_t rows = s.max_rows_per_group > 0 && s.max_rows_per_group < s.m ? s.max_rows_per_group : s.m;
+  if (rows <= 16) return 16;
+  if (rows <= 32) return 32;
+  if (rows <= 64) return 64;
+  return 128;
+}
+
+// The automatic swizzle: one 128-byte row of K per stage (tile_k 64), unless
+// K is so short that most of the row would be zero fill.
+uint32_t auto_swizzle(const GroupedShape &s) {
+  if (!s.transpose_b) return 128;  // [E, K, N] weights: 128B MN-major boxes only
+  if (s.k <= 16) return 32;
+  if (s.k <= 32) return 64;
+  return 128;
+}
+
+}  // namespace
+
+ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &shape,
+                                const ggemm_config *o, Sm90Config *out) {
+  const uint32_t out_bytes = dtype_bytes(shape.c_dtype);
+  Sm90Config c;
+  if (o) {
+    if (o->struct_size != sizeof(ggemm_config))
+      return fail(GGEMM_STATUS_INVALID_VALUE, "config->struct_size is %zu; this library expects %zu",
+                  o->struct_size, sizeof(ggemm_config));
+    if (o->cta_group != 0 && o->cta_group != 1)
+      return fail(GGEMM_STATUS_INVALID_CONFIG,
+                  "config->cta_group = %d: cta_group 2 (two SMs sharing one MMA) needs sm_100a; this device is "
+                  "sm_%d%d",
+                  o->cta_group, props.cc_major, props.cc_minor);
+    if (o->cluster_m > 1 || o->cluster_n > 1 || o->cluster_m < 0 || o->cluster_n < 0)
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->cluster_m/cluster_n = %d/%d: the sm_90a kernel runs "
+                  "without clusters (1 or 0 only)", o->cluster_m, o->cluster_n);
+    if (o->tile_n != 0 && o->tile_n != 128)
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->tile_n = %d: the sm_90a kernel's weight tile is 128 rows",
+                  o->tile_n);
+    if (o->mma_m != 0 && o->mma_m != 64)
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_m = %d: sm_90a wgmma has M = 64", o->mma_m);
+    if (o->mma_k != 0 && o->mma_k != 16)
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_k = %d: 16-bit wgmma has K = 16", o->mma_k);
+    if (o->tile_m != 0 && !is_tile_m(uint32_t(o->tile_m), out_bytes))
+      return fail(GGEMM_STATUS_INVALID_CONFIG,
+                  "config->tile_m = %d: must be 16, 32, 64, 128%s for %s output", o->tile_m,
+                  out_bytes == 4 ? "" : " or 256", dtype_name(shape.c_dtype));
+    c.tile_m = o->tile_m ? uint32_t(o->tile_m) : 0;
+    if (o->mma_n != 0 && (c.tile_m ? int(c.tile_m) != o->mma_n : !is_tile_m(uint32_t(o->mma_n), out_bytes)))
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_n = %d: on sm_90a the wgmma N is tile_m (%d)",
+                  o->mma_n, o->tile_m);
+    if (!c.tile_m && o->mma_n) c.tile_m = uint32_t(o->mma_n);
+    for (int sw : {o->a_swizzle, o->b_swizzle})
+      if (sw != 0 && sw != 32 && sw != 64 && sw != 128)
+        return fail(GGEMM_STATUS_INVALID_CONFIG, "config->%s = %d: swizzle is 128, 64 or 32 bytes (0 = auto)",
+                    sw == o->a_swizzle ? "a_swizzle" : "b_swizzle", sw);
+    if (o->a_swizzle && o->b_swizzle && o->a_swizzle != o->b_swizzle)
+      return fail(GGEMM_STATUS_INVALID_CONFIG,
+                  "config->a_swizzle = %d and b_swizzle = %d: both operands share tile_k on sm_90a, so the "
+                  "swizzles must be equal",
+                  o->a_swizzle, o->b_swizzle);
+    c.swizzle_bytes = uint32_t(o->a_swizzle ? o->a_swizzle : o->b_swizzle);
+    if (o->tile_k != 0) {
+      if (o->tile_k != 64 && o->tile_k != 32 && o->tile_k != 16)
+        return fail(GGEMM_STATUS_INVALID_CONFIG, "config->tile_k = %d: must be 64, 32 or 16 (16-bit operands)",
+                    o->tile_k);
+      if (c.swizzle_bytes && c.swizzle_bytes != uint32_t(o->tile_k) * 2)
+        return fail(GGEMM_STATUS_INVALID_CONFIG,
+                    "config->tile_k = %d with %u-byte swizzle: tile_k must be swizzle / 2", o->tile_k,
+                    c.swizzle_bytes);
+      c.swizzle_bytes = uint32_t(o->tile_k) * 2;
+    }
+    if (!shape.transpose_b && c.swizzle_bytes && c.swizzle_bytes != 128)
+      return fail(GGEMM_STATUS_INVALID_CONFIG,
+                  "config swizzle %u bytes: weights stored [E, K, N] (transpose_b = 0) need the 128-byte "
+                  "swizzle (tile_k 64) on sm_90a",
+                  c.swizzle_bytes);
+    if (o->stages < 0)
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->stages = %d: must be >= 0", o->stages);
+    c.stages = uint32_t(o->stages);
+  }
+  if (!c.tile_m) c.tile_m = auto_tile_m(shape);
+  if (!c.swizzle_bytes) c.swizzle_bytes = auto_swizzle(shape);
+
+  const uint32_t fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin));
+  if (fit < 2)
+    return fail(GGEMM_STATUS_INVALID_CONFIG,
+                "tile_m %u with %u-byte swizzle and %s output leaves room for %u pipeline stage(s) in %d bytes "
+                "of shared memory; at least 2 are needed",
+                c.tile_m, c.swizzle_bytes, dtype_name(shape.c_dtype), fit, props.smem_optin);
+  if (c.stages == 0) {
+    c.stages = fit;
+  } else if (c.stages > fit || c.stages < 2) {
+    return fail(GGEMM_STATUS_INVALID_CONFIG,
+                "config->stages = %u: this config fits 2..%u stages in the device's %d bytes of opt-in shared "
+                "memory",
+                c.stages, fit, props.smem_optin);
+  }
+  *out = c;
+  return GGEMM_STATUS_SUCCESS;
+}
+
+}  // namespace ggemm

@@ -1,0 +1,58 @@
+// GPU test environment: one shared ggemm handle, device buffers, and the skip
+// that GPU tests take (with its reason) when there is no usable GPU.
+#pragma once
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <string>
+
+#include "ggemm.h"
+
+namespace ggemm::testing {
+
+// The process-wide handle on device 0, or nullptr with the reason why not.
+ggemm_handle_t gpu_handle(std::string *why_not);
+
+#define GGEMM_REQUIRE_GPU(handle_var)                                            \
+  std::string ggemm_why_not_;                                                    \
+  ggemm_handle_t handle_var = ::ggemm::testing::gpu_handle(&ggemm_why_not_);     \
+  if (!handle_var) GTEST_SKIP() << "no usable GPU: " << ggemm_why_not_
+
+#define CUDA_OK(expr)                                                                   \
+  do {                                                                                  \
+    cudaError_t e_ = (expr);                                                            \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << " -> " << cudaGetErrorName(e_) << ": " << cudaGetErrorString(e_); \
+  } while (0)
+
+#define GGEMM_OK(expr)                                                                  \
+  do {                                                                                  \
+    ggemm_status s_ = (expr);                                                           \
+    ASSERT_EQ(s_, GGEMM_STATUS_SUCCESS) << #expr << " -> " << ggemm_status_string(s_) << ": " \
+                                        << ggemm_last_error_message();                 \
+  } while (0)
+
+// A device allocation freed on scope exit.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) { alloc(bytes); }
+  ~DeviceBuffer() { if (ptr_) cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  bool alloc(size_t bytes) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = nullptr;
+    bytes_ = bytes;
+    return cudaMalloc(&ptr_, bytes ? bytes : 16) == cudaSuccess;
+  }
+  void *get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  template <typename T> T *as() const { return static_cast<T *>(ptr_); }
+
+ private:
+  void *ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace ggemm::testing

@@ -1,0 +1,363 @@
+// GPU tests of ggemm_grouped_matmul against the CPU reference: fresh random
+// inputs every case, outputs poisoned (0xFF) before the call, so unwritten or
+// wrongly written elements fail, and rows outside every group must keep
+// their poison bit for bit. Skipped, with the reason, without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ggemm_reference.h"
+#include "dtype.h"
+#include "gpu_env.h"
+#include "test_util.h"
+
+namespace ggemm::testing {
+namespace {
+
+struct Case {
+  std::string name;
+  std::vector<int64_t> rows;     // rows per group
+  std::vector<int32_t> experts;  // expert per group (-1 inactive); empty = g % E
+  int64_t n = 256, k = 256, num_experts = 4;
+  ggemm_dtype in = GGEMM_DTYPE_BF16, out = GGEMM_DTYPE_BF16;
+  bool transpose_b = true;
+  int64_t split0 = 0, split1 = 0;
+  ggemm_epilogue epilogue = GGEMM_EPILOGUE_STORE;
+  int64_t unowned_rows = 5;  // rows of C after the last group: never written
+  int64_t active = -1;       // expert_usage_stats[1]; -1 = all groups
+  int tile_m = 0, swizzle = 0, stages = 0;  // config override (0 = auto)
+};
+
+std::ostream &operator<<(std::ostream &os, const Case &c) { return os << c.name; }
+
+size_t bytes_of(ggemm_dtype t) { return ref::dtype_size(t); }
+
+const char *dtype_label(ggemm_dtype t) {
+  return t == GGEMM_DTYPE_BF16 ? "bf16" : t == GGEMM_DTYPE_FP16 ? "fp16" : "fp32";
+}
+
+// Fresh data every run; the seed is printed with any failure to reproduce it.
+uint64_t fresh_seed() { return uint64_t(std::random_device{}()) << 32 | uint64_t(time(nullptr)); }
+
+// Everything one call needs, on host and device.
+struct Problem {
+  Case c;
+  int64_t m = 0, planes = 1;
+  std::vector<uint32_t> offsets;
+  std::vector<int32_t> ids;
+  uint32_t stats[2] = {0, 0};
+  std::vector<uint8_t> a, b, c_init, scale_bytes;
+  DeviceBuffer d_a, d_b, d_c, d_offsets, d_ids, d_stats, d_scale;
+
+  explicit Problem(const Case &cs, Rng &rng) : c(cs) {
+    planes = (c.split0 || c.split1) ? 3 : 1;
+    offsets.push_back(0);
+    int64_t max_rows = 0;
+    for (int64_t r : c.rows) {
+      offsets.push_back(uint32_t(offsets.back() + r));
+      max_rows = std::max(max_rows, r);
+    }
+    const int64_t groups = int64_t(c.rows.size());
+    for (int64_t g = 0; g < groups; ++g)
+      ids.push_back(c.experts.empty() ? int32_t(g % c.num_experts) : c.experts[g]);
+    m = offsets.back() + c.unowned_rows;
+    stats[0] = uint32_t(max_rows);
+    stats[1] = uint32_t(c.active < 0 ? groups : c.active);
+
+    a.resize(size_t(planes * m * c.k) * bytes_of(c.in));
+    b.resize(size_t(c.num_experts * c.n * c.k) * bytes_of(c.in));
+    c_init.resize(size_t(m * c.n) * bytes_of(c.out));
+    fill_random(c.in, a.data(), size_t(planes * m * c.k), rng);
+    fill_random(c.in, b.data(), size_t(c.num_experts * c.n * c.k), rng);
+    poison(c_init.data(), c_init.size());
+    if (c.epilogue == GGEMM_EPILOGUE_ACCUMULATE) {
+      // Rows that groups own start from random values; the rest stay poison.
+      fill_random(c.out, c_init.data(), size_t(offsets.back() * c.n), rng);
+    }
+    scale_bytes.resize(size_t(std::max<int64_t>(m, 1)) * sizeof(float));
+    fill_random(GGEMM_DTYPE_FP32, scale_bytes.data(), size_t(std::max<int64_t>(m, 1)), rng, 0.25f, 2.f);
+  }
+
+  ggemm_grouped_matmul_args args(bool device, const ggemm_config *cfg) const {
+    ggemm_grouped_matmul_args x;
+    std::memset(&x, 0, sizeof x);
+    x.struct_size = sizeof x;
+    x.a_dtype = x.b_dtype = c.in;
+    x.c_dtype = c.out;
+    x.m = m;
+    x.n = c.n;
+    x.k = c.k;
+    x.num_experts = c.num_experts;
+    x.transpose_b = c.transpose_b;
+    x.num_groups = int64_t(ids.size());
+    x.max_rows_per_group = stats[0];
+    x.a_plane_split0 = c.split0;
+    x.a_plane_split1 = c.split1;
+    x.epilogue = c.epilogue;
+    x.config = cfg;
+    if (device) {
+      x.a = d_a.get();
+      x.b = d_b.get();
+      x.c = d_c.get();
+      x.a_offsets = d_offsets.as<uint32_t>();
+      x.expert_ids = d_ids.as<int32_t>();
+      x.expert_usage_stats = d_stats.as<uint32_t>();
+      x.row_scale = d_scale.as<float>();
+    } else {
+      x.a = a.data();
+      x.b = b.data();
+      x.a_offsets = offsets.data();
+      x.expert_ids = ids.data();
+      x.expert_usage_stats = stats;
+      x.row_scale = reinterpret_cast<const float *>(scale_bytes.data());
+    }
+    return x;
+  }
+};
+
+void upload(Problem &p) {
+  auto put = [](DeviceBuffer &d, const void *h, size_t n) {
+    ASSERT_TRUE(d.alloc(n)) << "cudaMalloc of " << n << " bytes";
+    CUDA_OK(cudaMemcpy(d.get(), h, n, cudaMemcpyHostToDevice));
+  };
+  put(p.d_a, p.a.data(), p.a.size());
+  put(p.d_b, p.b.data(), p.b.size());
+  put(p.d_c, p.c_init.data(), p.c_init.size());
+  put(p.d_offsets, p.offsets.data(), p.offsets.size() * 4);
+  put(p.d_ids, p.ids.data(), p.ids.size() * 4);
+  put(p.d_stats, p.stats, 8);
+  put(p.d_scale, p.scale_bytes.data(), p.scale_bytes.size());
+}
+
+std::vector<uint8_t> reference_output(const Problem &p) {
+  std::vector<uint8_t> expected = p.c_init;
+  ggemm_grouped_matmul_args host = p.args(false, nullptr);
+  host.c = expected.data();
+  ref::grouped_matmul(host);
+  return expected;
+}
+
+ggemm_config make_config(const Case &c) {
+  ggemm_config cfg;
+  std::memset(&cfg, 0, sizeof cfg);
+  cfg.struct_size = sizeof cfg;
+  cfg.tile_m = c.tile_m;
+  cfg.a_swizzle = cfg.b_swizzle = c.swizzle;
+  cfg.stages = c.stages;
+  return cfg;
+}
+
+class GroupedMatmulGpu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GroupedMatmulGpu, MatchesReference) {
+  GGEMM_REQUIRE_GPU(handle);
+  const Case &c = GetParam();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  Problem p(c, rng);
+  ASSERT_NO_FATAL_FAILURE(upload(p));
+  const ggemm_config cfg = make_config(c);
+  const bool override = c.tile_m || c.swizzle || c.stages;
+  ggemm_grouped_matmul_args dev = p.args(true, override ? &cfg : nullptr);
+  GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+
+  std::vector<uint8_t> got(p.c_init.size());
+  CUDA_OK(cudaMemcpy(got.data(), p.d_c.get(), got.size(), cudaMemcpyDeviceToHost));
+  const std::vector<uint8_t> expected = reference_output(p);
+  EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data(), p.m, c.n, default_atol(c.out, c.k),
+                             default_rtol(c.out)));
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  auto add = [&](Case c) { v.push_back(std::move(c)); };
+  const std::vector<int64_t> ragged = {27, 1500, 300, 150};
+
+  // Ragged groups, both weight layouts, every dtype pair.
+  for (bool tb : {true, false})
+    for (ggemm_dtype in : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
+      for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32}) {
+        Case c;
+        c.name = std::string("ragged_") + (tb ? "kmajor_" : "mnmajor_") + dtype_label(in) + "_" +
+                 dtype_label(out);
+        c.rows = ragged;
+        c.n = 384;
+        c.k = 520;
+        c.in = in;
+        c.out = out;
+        c.transpose_b = tb;
+        add(c);
+      }
+  // Extreme N and K (multiples of 8, not of the tiles).
+  for (bool tb : {true, false}) {
+    const std::string l = tb ? "_kmajor" : "_mnmajor";
+    add({"wide_n14336_k64" + l, {40, 3, 200}, {}, 14336, 64, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, tb});
+    add({"deep_k14336_n64" + l, {100, 1, 260}, {}, 64, 14336, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, tb});
+    add({"n4096_k4096" + l, {130, 70}, {}, 4096, 4096, 2, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, tb});
+    add({"tiny_n8_k8" + l, {3, 17, 1}, {}, 8, 8, 2, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, tb});
+    add({"odd_n200_k72" + l, {33, 90}, {}, 200, 72, 2, GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP32, tb});
+  }
+  // Many decode-sized groups (1..16 rows) over many experts; -1 and empty groups.
+  {
+    Case c{"decode_256_groups"};
+    for (int g = 0; g < 256; ++g) c.rows.push_back(1 + (g * 7) % 16);
+    c.n = 256;
+    c.k = 512;
+    c.num_experts = 300;
+    for (int g = 0; g < 256; ++g) c.experts.push_back(g % 11 == 5 ? -1 : (g * 37) % 300);
+    add(c);
+  }
+  {
+    Case c{"empty_and_inactive_groups"};
+    c.rows = {0, 64, 0, 0, 129, 1, 0, 300, 0};
+    c.experts = {0, 1, -1, 2, -1, 3, 1, 0, 2};
+    c.n = 640;
+    c.k = 136;
+    add(c);
+  }
+  {
+    Case c{"one_group"};
+    c.rows = {1000};
+    c.n = 512;
+    c.k = 512;
+    c.unowned_rows = 0;
+    add(c);
+  }
+  {
+    Case c{"skewed_128_groups"};
+    for (int g = 0; g < 128; ++g) c.rows.push_back(g == 3 ? 2000 : (g % 5 == 0 ? 0 : g % 9));
+    c.n = 256;
+    c.k = 256;
+    c.num_experts = 128;
+    add(c);
+  }
+  {
+    Case c{"active_count_below_groups"};
+    c.rows = {50, 60, 70, 80};
+    c.active = 2;  // groups 2 and 3 are past the active count: untouched
+    add(c);
+  }
+  {
+    Case c{"zero_active_groups"};
+    c.rows = {50, 60};
+    c.active = 0;
+    add(c);
+  }
+  // Activation planes (LoRA Q/K/V layout), aligned and unaligned to the tile.
+  for (bool tb : {true, false}) {
+    const std::string l = tb ? "_kmajor" : "_mnmajor";
+    add({"planes_aligned" + l, {37, 300, 5}, {}, 768, 64, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, tb, 512, 640});
+    add({"planes_unaligned" + l, {37, 300, 5}, {}, 584, 128, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, tb, 328,
+         456});
+  }
+  // Epilogues.
+  for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP32}) {
+    for (ggemm_epilogue e : {GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE}) {
+      Case c;
+      c.name = std::string(e == GGEMM_EPILOGUE_ACCUMULATE ? "accumulate_" : "row_scale_") + dtype_label(out);
+      c.rows = {27, 400, 0, 150};
+      c.experts = {0, 1, 2, -1};
+      c.n = 384;
+      c.k = 256;
+      c.out = out;
+      c.epilogue = e;
+      add(c);
+    }
+  }
+  // Every tile_m the heuristic or an override can choose, both layouts.
+  for (bool tb : {true, false})
+    for (int tm : {16, 32, 64, 128, 256}) {
+      Case c;
+      c.name = std::string("tile_m") + std::to_string(tm) + (tb ? "_kmajor" : "_mnmajor");
+      c.rows = {5, 300, 17, 600};
+      c.n = 264;
+      c.k = 200;
+      c.transpose_b = tb;
+      c.tile_m = tm;
+      add(c);
+    }
+  // Swizzle / tile_k overrides and a shallow pipeline.
+  for (int sw : {32, 64, 128}) {
+    Case c;
+    c.name = "swizzle" + std::to_string(sw);
+    c.rows = {90, 200};
+    c.k = 328;
+    c.swizzle = sw;
+    add(c);
+  }
+  {
+    Case c{"two_stages"};
+    c.rows = {90, 200};
+    c.k = 1024;
+    c.stages = 2;
+    add(c);
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case> &i) { return i.param.name; });
+
+// A call captured in a CUDA graph, replayed with other offsets, expert ids and
+// active counts written to the same device arrays between replays.
+TEST(GroupedMatmulGpuGraph, ReplayWithNewDeviceCounts) {
+  GGEMM_REQUIRE_GPU(handle);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  Case c{"graph"};
+  c.rows = {100, 50, 200, 10};
+  c.n = 512;
+  c.k = 256;
+  c.unowned_rows = 200;  // room for the replays' larger groups
+  Problem p(c, rng);
+  ASSERT_NO_FATAL_FAILURE(upload(p));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ggemm_grouped_matmul_args dev = p.args(true, nullptr);
+  dev.max_rows_per_group = 0;  // the replays change the sizes
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  GGEMM_OK(ggemm_grouped_matmul(handle, &dev, stream));
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+
+  const std::vector<std::vector<int64_t>> replays = {{100, 50, 200, 10}, {0, 300, 1, 160}, {7, 7, 7, 7}, {400, 0, 0, 0}};
+  const std::vector<uint32_t> actives = {4, 4, 2, 1};
+  for (size_t r = 0; r < replays.size(); ++r) {
+    std::vector<uint32_t> offsets = {0};
+    for (int64_t x : replays[r]) offsets.push_back(uint32_t(offsets.back() + x));
+    p.offsets = offsets;
+    p.ids = {int32_t(r % 4), -1, int32_t((r + 1) % 4), 3};
+    p.stats[1] = actives[r];
+    CUDA_OK(cudaMemcpyAsync(p.d_offsets.get(), p.offsets.data(), p.offsets.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaMemcpyAsync(p.d_ids.get(), p.ids.data(), p.ids.size() * 4, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaMemcpyAsync(p.d_stats.get(), p.stats, 8, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaMemcpyAsync(p.d_c.get(), p.c_init.data(), p.c_init.size(), cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    std::vector<uint8_t> got(p.c_init.size());
+    CUDA_OK(cudaMemcpyAsync(got.data(), p.d_c.get(), got.size(), cudaMemcpyDeviceToHost, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const std::vector<uint8_t> expected = reference_output(p);
+    EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data(), p.m, c.n, default_atol(c.out, c.k),
+                               default_rtol(c.out)))
+        << "replay " << r;
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+}  // namespace ggemm::testing

@@ -1,0 +1,310 @@
+// CPU simulation of whole persistent launches with the grouped tile scheduler
+// the kernels run (ptx/tile_scheduler.h): every CTA walks its own scheduler
+// instance over t = blockIdx.x, += gridDim.x, exactly as the kernel loop does,
+// and the union of all tiles must cover each owned output element once.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ptx/tile_scheduler.h"
+
+namespace ggemm {
+namespace {
+
+constexpr uint32_t kTileN = 128;  // the sm_90a kernel's weight tile
+const uint32_t kGrids[] = {1, 7, 132};
+const uint32_t kTileMs[] = {16, 64, 128, 256};
+
+// One routing as the device would hold it.
+struct Routing {
+  std::string name;
+  uint32_t m = 0, n = 0, num_experts = 8;
+  std::vector<uint32_t> offsets;  // [num_groups + 1], plus optional trailing garbage
+  std::vector<int32_t> ids;       // [num_groups], plus optional trailing garbage
+  uint32_t num_groups = 0;        // capacity, as the host passes it
+  uint32_t stats_active = 0;      // expert_usage_stats[1], may exceed num_groups
+  uint32_t split0 = 0, split1 = 0;
+  bool well_formed = true;  // offsets non-decreasing, [0] == 0, last <= m
+};
+
+// The kernel clamps the device's active count to the host's capacity before it
+// builds the problem (GroupedGemmSm90::problem in ptx/sm90/grouped_gemm.cuh);
+// the scheduler itself trusts num_active, so the simulation must do the same.
+uint32_t clamped_active(const Routing &r) { return std::min(r.stats_active, r.num_groups); }
+
+GroupedProblem problem_of(const Routing &r) {
+  return GroupedProblem{r.offsets.data(), r.ids.data(), clamped_active(r), r.m, r.n, r.num_experts,
+                        r.split0,         r.split1};
+}
+
+// Activation plane of column c, straight from the contract (DESIGN.md 1.1).
+uint32_t plane_of(const Routing &r, uint32_t c) {
+  if (r.split0 == 0 && r.split1 == 0) return 0;
+  return uint32_t(c >= r.split0) + uint32_t(c >= r.split1);
+}
+
+// Start and end of the plane segment holding column c.
+void segment_of(const Routing &r, uint32_t c, uint32_t *start, uint32_t *end) {
+  if (r.split0 == 0 && r.split1 == 0) {
+    *start = 0, *end = r.n;
+  } else if (c < r.split0) {
+    *start = 0, *end = r.split0;
+  } else if (c < r.split1) {
+    *start = r.split0, *end = r.split1;
+  } else {
+    *start = r.split1, *end = r.n;
+  }
+}
+
+std::string describe(const GroupedTile &t) {
+  std::ostringstream s;
+  s << "{group " << t.group << ", expert " << t.expert << ", rows [" << t.row0 << ", +" << t.rows << "), cols ["
+    << t.col0 << ", +" << t.cols << "), plane " << t.plane << "}";
+  return s.str();
+}
+
+// Runs one simulated launch and checks every property of the tiles it makes.
+void check_launch(const Routing &r, uint32_t tile_m, uint32_t grid) {
+  SCOPED_TRACE(::testing::Message() << r.name << ": tile_m " << tile_m << ", grid " << grid << ", M " << r.m
+                                    << ", N " << r.n << ", splits (" << r.split0 << ", " << r.split1 << ")");
+  const GroupedProblem prob = problem_of(r);
+  const uint32_t active = clamped_active(r);
+  const uint64_t elems = uint64_t(r.m) * r.n;
+  std::vector<uint8_t> cover(elems, 0);
+
+  // Non-empty, non-overlapping tiles inside C number at most M*N; more means a
+  // runaway scheduler, and the cap keeps a bug from hanging the test.
+  const uint64_t max_tiles = elems + 1;
+  uint64_t tiles = 0;
+  int failures = 0;  // stop after a few so one bug does not flood the log
+  auto fail_once = [&](const std::string &what) {
+    if (++failures <= 5) ADD_FAILURE() << what;
+  };
+
+  for (uint32_t b = 0; b < grid && failures == 0; ++b) {
+    GroupedTileScheduler sched(prob, tile_m, kTileN);  // one per CTA, as on the device
+    GroupedTile tile;
+    for (uint64_t t = b; sched.next(t, &tile); t += grid) {
+      if (++tiles > max_tiles) {
+        fail_once("more tiles than output elements: the scheduler does not terminate");
+        break;
+      }
+      const std::string d = "CTA " + std::to_string(b) + " t " + std::to_string(t) + " " + describe(tile);
+      if (tile.group >= active) {
+        fail_once("tile of a group at or past the active count (" + std::to_string(active) + "): " + d);
+        continue;
+      }
+      if (tile.rows < 1 || tile.rows > tile_m || tile.cols < 1 || tile.cols > kTileN) {
+        fail_once("tile size outside 1..tile_m x 1..tile_n: " + d);
+        continue;
+      }
+      if (uint64_t(tile.row0) + tile.rows > r.m || uint64_t(tile.col0) + tile.cols > r.n) {
+        fail_once("tile outside C [0, M) x [0, N): " + d);
+        continue;
+      }
+      const int32_t id = r.ids[tile.group];
+      const int32_t want_expert = (id >= 0 && uint32_t(id) < r.num_experts) ? id : -1;
+      if (tile.expert != want_expert)
+        fail_once("expert " + std::to_string(tile.expert) + ", want " + std::to_string(want_expert) + ": " + d);
+
+      // A tile lies in one plane segment; its first and last columns suffice
+      // because segments are intervals.
+      uint32_t s_start, s_end;
+      segment_of(r, tile.col0, &s_start, &s_end);
+      const uint32_t last_col = tile.col0 + tile.cols - 1;
+      if (last_col >= s_end) fail_once("tile straddles a plane split: " + d);
+      if (tile.plane != plane_of(r, tile.col0) || tile.plane != plane_of(r, last_col))
+        fail_once("plane " + std::to_string(tile.plane) + " is not the plane of its columns: " + d);
+      // Column blocks start at tile_n steps from their segment's start and are
+      // as wide as the segment allows (header: "each tiled by tile_n from its
+      // own start").
+      if ((tile.col0 - s_start) % kTileN != 0 || tile.cols != std::min(kTileN, s_end - tile.col0))
+        fail_once("column block not aligned to its segment or not maximal: " + d);
+
+      if (r.well_formed) {
+        const uint32_t g0 = r.offsets[tile.group], g1 = r.offsets[tile.group + 1];
+        if (tile.row0 < g0 || uint64_t(tile.row0) + tile.rows > g1)
+          fail_once("rows outside the group's [" + std::to_string(g0) + ", " + std::to_string(g1) + "): " + d);
+        else if ((tile.row0 - g0) % tile_m != 0 || tile.rows != std::min(tile_m, g1 - tile.row0))
+          fail_once("row block not aligned to the group start or not maximal: " + d);
+      }
+
+      for (uint32_t i = 0; i < tile.rows; ++i) {
+        uint8_t *row = cover.data() + uint64_t(tile.row0 + i) * r.n + tile.col0;
+        for (uint32_t j = 0; j < tile.cols; ++j) row[j] = uint8_t(row[j] + 1);
+      }
+    }
+  }
+  if (failures) return;
+
+  // Coverage: once inside the active groups' rows, never elsewhere (rows past
+  // a_offsets[active] belong to no group and must not be written).
+  const uint32_t owned_end = r.well_formed ? std::min(r.offsets[active], r.m) : 0;
+  for (uint64_t e = 0; e < elems; ++e) {
+    const uint32_t row = uint32_t(e / r.n), col = uint32_t(e % r.n);
+    if (cover[e] > 1) {
+      fail_once("element (" + std::to_string(row) + ", " + std::to_string(col) + ") covered " +
+                std::to_string(cover[e]) + " times");
+    } else if (r.well_formed) {
+      const uint8_t want = row < owned_end ? 1 : 0;
+      if (cover[e] != want)
+        fail_once("element (" + std::to_string(row) + ", " + std::to_string(col) + ") covered " +
+                  std::to_string(cover[e]) + " times, want " + std::to_string(want));
+    }
+    if (failures >= 5) break;
+  }
+}
+
+void check_all_shapes(const Routing &r) {
+  for (uint32_t tile_m : kTileMs)
+    for (uint32_t grid : kGrids) check_launch(r, tile_m, grid);
+}
+
+// Builds a well-formed routing from rows per group; `unowned` rows follow the
+// last group.
+Routing from_rows(std::string name, const std::vector<uint32_t> &rows, uint32_t n, uint32_t unowned = 3) {
+  Routing r;
+  r.name = std::move(name);
+  r.n = n;
+  r.offsets.push_back(0);
+  for (uint32_t x : rows) r.offsets.push_back(r.offsets.back() + x);
+  for (size_t g = 0; g < rows.size(); ++g) r.ids.push_back(int32_t(g % r.num_experts));
+  r.num_groups = uint32_t(rows.size());
+  r.stats_active = r.num_groups;
+  r.m = r.offsets.back() + unowned;
+  return r;
+}
+
+// ---- routings ----------------------------------------------------------------
+
+TEST(GroupedTileScheduler, RandomRoutingWithEmptyAndInactiveGroups) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);  // fixed seeds: a failure reproduces
+    auto uni = [&](uint32_t lo, uint32_t hi) { return std::uniform_int_distribution<uint32_t>(lo, hi)(rng); };
+    std::vector<uint32_t> rows(uni(1, 48));
+    for (auto &x : rows) x = uni(0, 3) == 0 ? 0 : uni(1, 300);  // about a quarter empty
+    Routing r = from_rows("random seed " + std::to_string(seed), rows, 8 * uni(1, 96), uni(0, 40));
+    for (auto &id : r.ids) {
+      const uint32_t kind = uni(0, 9);
+      id = kind == 0 ? -1 : kind == 1 ? int32_t(r.num_experts + uni(0, 5)) : int32_t(uni(0, r.num_experts - 1));
+    }
+    r.stats_active = uni(0, 2) == 0 ? uni(0, r.num_groups) : r.num_groups;  // sometimes fewer active
+    check_all_shapes(r);
+  }
+}
+
+TEST(GroupedTileScheduler, InactiveGroupsStillGetTilesWithExpertMinusOne) {
+  // Inactive groups' rows are written as zeros, so they must be tiled.
+  Routing r = from_rows("inactive", {40, 0, 17, 130, 5}, 256);
+  r.ids = {-1, -1, 3, -1, int32_t(r.num_experts)};  // last one out of range: inactive too
+  check_all_shapes(r);
+}
+
+TEST(GroupedTileScheduler, OneHugeGroup) {
+  check_all_shapes(from_rows("huge", {100000}, 256, 17));
+}
+
+TEST(GroupedTileScheduler, HeavySkew) {
+  for (uint64_t seed = 11; seed <= 13; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<uint32_t> rows(32);
+    uint32_t rest = 0;
+    for (auto &x : rows) rest += (x = std::uniform_int_distribution<uint32_t>(0, 20)(rng));
+    rows[std::uniform_int_distribution<size_t>(0, rows.size() - 1)(rng)] += 9 * rest;  // ~90% of all rows
+    check_all_shapes(from_rows("skew seed " + std::to_string(seed), rows, 384));
+  }
+}
+
+TEST(GroupedTileScheduler, ZeroActiveGroupsMakeNoTiles) {
+  Routing r = from_rows("zero active", {64, 64, 64}, 256);
+  r.stats_active = 0;
+  check_all_shapes(r);  // coverage must be zero everywhere
+  GroupedTileScheduler sched(problem_of(r), 16, kTileN);
+  GroupedTile tile;
+  EXPECT_FALSE(sched.next(0, &tile));
+}
+
+TEST(GroupedTileScheduler, ActiveCountPastCapacityIsClamped) {
+  // Trailing entries past the capacity describe further groups; a scheduler
+  // that walked past num_groups would tile them and fail the group check.
+  Routing r = from_rows("active > capacity", {20, 70, 0, 33}, 256, 200);
+  r.offsets.insert(r.offsets.end(), {r.offsets.back() + 50, r.offsets.back() + 150});
+  r.ids.insert(r.ids.end(), {1, 2});
+  for (uint32_t stats : {r.num_groups + 1, r.num_groups + 2, 0xFFFFFFFFu}) {
+    r.stats_active = stats;
+    check_all_shapes(r);
+  }
+}
+
+TEST(GroupedTileScheduler, DecodeManySmallGroups) {
+  for (uint64_t seed = 21; seed <= 23; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<uint32_t> rows(256);
+    for (auto &x : rows) x = std::uniform_int_distribution<uint32_t>(1, 16)(rng);
+    Routing r = from_rows("decode seed " + std::to_string(seed), rows, 512);
+    r.num_experts = 256;
+    for (size_t g = 0; g < rows.size(); ++g) r.ids[g] = int32_t(g);
+    check_all_shapes(r);
+  }
+}
+
+TEST(GroupedTileScheduler, PlaneSplits) {
+  struct Split {
+    uint32_t s0, s1, n;
+  };
+  const Split splits[] = {
+      {512, 640, 768},  // tile-aligned (q 512, kv 128)
+      {328, 456, 584},  // unaligned: partial tiles end each segment
+      {256, 256, 512},  // empty middle segment
+      {384, 768, 768},  // empty last segment
+      {8, 16, 24},      // segments narrower than one tile
+  };
+  for (const Split &s : splits) {
+    for (uint64_t seed = 31; seed <= 32; ++seed) {
+      std::mt19937_64 rng(seed);
+      std::vector<uint32_t> rows(9);
+      for (auto &x : rows) x = std::uniform_int_distribution<uint32_t>(0, 200)(rng);
+      Routing r = from_rows("splits " + std::to_string(s.s0) + "/" + std::to_string(s.s1) + " seed " +
+                                std::to_string(seed),
+                            rows, s.n);
+      r.split0 = s.s0, r.split1 = s.s1;
+      check_all_shapes(r);
+    }
+  }
+}
+
+TEST(GroupedTileScheduler, MalformedOffsetsStayInsideC) {
+  // Device arrays the caller got wrong: decreasing, past M, not starting at 0,
+  // wrapped. The scheduler clamps as it reads, so tiles must stay inside C and
+  // never overlap (coverage <= 1), whatever else they do.
+  const uint32_t m = 100;
+  const std::vector<std::vector<uint32_t>> cases = {
+      {0, 50, 30, 80, 500, 20, 100},      // decreasing, then past M, then back
+      {10, 5, 60, 60, 40, 99},            // [0] != 0 and decreasing
+      {0, 1000, 2000, 50},                // everything past M
+      {0, 0xFFFFFFFFu, 3, 0xFFFFFFF0u},   // wrapped around uint32
+      {200, 300, 400},                    // starts past M
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Routing r;
+    r.name = "malformed #" + std::to_string(i);
+    r.m = m;
+    r.n = 264;
+    r.offsets = cases[i];
+    r.num_groups = uint32_t(r.offsets.size() - 1);
+    r.stats_active = r.num_groups;
+    r.ids.assign(r.num_groups, 1);
+    r.well_formed = false;
+    check_all_shapes(r);
+    r.split0 = 128, r.split1 = 200;
+    check_all_shapes(r);
+  }
+}
+
+}  // namespace
+}  // namespace ggemm

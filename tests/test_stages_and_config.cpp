@@ -1,0 +1,376 @@
+// Stage selection from shared memory, the sm_90a config rules (automatic
+// choices and every refused override), and the agreement between the
+// runtime's kernel names and the one kernel table.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ggemm.h"
+#include "ptx/sm90/kernel_table.h"
+#include "ptx/sm90/smem_layout.h"
+#include "runtime/heuristics.h"
+#include "runtime/status.h"
+
+namespace ggemm {
+namespace {
+
+// ---- (a) stages from shared memory --------------------------------------------
+
+const uint32_t kSmemSizes[] = {232448 /* H200 */, 166912 /* A100-like */, 101376, 49152, 0};
+const uint32_t kTileMs[] = {16, 32, 64, 128, 256};
+const uint32_t kSwizzles[] = {128, 64, 32};
+const uint32_t kOutBytes[] = {2, 4};
+
+// Written from the documented layout, not from smem_layout.h: per stage a
+// 128-row weight tile and a tile_m-row token tile, each row one swizzle span,
+// plus two 8-byte barriers (full, empty); once, the epilogue staging (two
+// warpgroups of tile_m x 64 outputs), one 8-byte epilogue barrier per
+// consumer warpgroup, and 1024 bytes to align the dynamic base.
+uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t out_bytes) {
+  return stages * (128 * swizzle + tile_m * swizzle + 16) + 2 * tile_m * 64 * out_bytes + 2 * 8 + 1024;
+}
+
+uint32_t expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t out_bytes, uint32_t smem) {
+  uint32_t s = 0;
+  while (s < sm90::kMaxStages && bytes_for(s + 1, tile_m, swizzle, out_bytes) <= smem) ++s;
+  return s;
+}
+
+TEST(MaxStages, MatchesTheDocumentedLayout) {
+  bool saw_cap = false, saw_zero = false;
+  for (uint32_t smem : kSmemSizes)
+    for (uint32_t tile_m : kTileMs)
+      for (uint32_t sw : kSwizzles)
+        for (uint32_t ob : kOutBytes) {
+          SCOPED_TRACE(::testing::Message() << "smem " << smem << ", tile_m " << tile_m << ", swizzle " << sw
+                                            << ", out bytes " << ob);
+          const uint32_t s = sm90::max_stages(tile_m, sw, ob, smem);
+          EXPECT_EQ(s, expected_stages(tile_m, sw, ob, smem));
+          EXPECT_LE(s, sm90::kMaxStages);
+          saw_cap |= s == sm90::kMaxStages;
+          saw_zero |= s == 0;
+          if (s > 0) {
+            // The layout the kernel builds with that count fits ...
+            EXPECT_LE(sm90::make_smem_layout(tile_m, sw, ob, s).total_bytes(), smem);
+            EXPECT_EQ(sm90::make_smem_layout(tile_m, sw, ob, s).total_bytes(), bytes_for(s, tile_m, sw, ob));
+          }
+          // ... and one more stage would not, unless the cap stopped it.
+          if (s < sm90::kMaxStages) {
+            EXPECT_GT(sm90::make_smem_layout(tile_m, sw, ob, s + 1).total_bytes(), smem);
+          }
+        }
+  // The sizes above reach both ends; otherwise the cap and the zero case went
+  // untested.
+  EXPECT_TRUE(saw_cap);
+  EXPECT_TRUE(saw_zero);
+}
+
+TEST(MaxStages, MonotoneInSharedMemory) {
+  for (uint32_t tile_m : kTileMs)
+    for (uint32_t sw : kSwizzles)
+      for (uint32_t ob : kOutBytes) {
+        uint32_t prev = 0;
+        for (uint32_t smem = 0; smem <= 262144; smem += 1024) {
+          const uint32_t s = sm90::max_stages(tile_m, sw, ob, smem);
+          ASSERT_GE(s, prev) << "tile_m " << tile_m << ", swizzle " << sw << ", out bytes " << ob << ", smem "
+                             << smem;
+          prev = s;
+        }
+      }
+}
+
+TEST(MaxStages, ZeroWhenNothingFits) {
+  EXPECT_EQ(sm90::max_stages(16, 32, 2, 0), 0u);
+  // One byte short of a single stage.
+  const uint32_t one = uint32_t(bytes_for(1, 128, 128, 4));
+  EXPECT_EQ(sm90::max_stages(128, 128, 4, one - 1), 0u);
+  EXPECT_EQ(sm90::max_stages(128, 128, 4, one), 1u);
+}
+
+TEST(MaxStages, KnownH200Values) {
+  // Hand-computed: tile_m 128, 128B swizzle, bf16 out on 232448 bytes:
+  // per stage 16384 + 16384 + 16 = 32784; fixed 32768 + 16 + 1024 = 33808;
+  // (232448 - 33808) / 32784 = 6.06 -> 6.
+  EXPECT_EQ(sm90::max_stages(128, 128, 2, 232448), 6u);
+  // tile_m 16, 32B swizzle: 4096 + 512 + 16 = 4624 per stage -> 49, capped.
+  EXPECT_EQ(sm90::max_stages(16, 32, 2, 232448), sm90::kMaxStages);
+}
+
+// ---- (b) config choice -----------------------------------------------------------
+
+DeviceProps h200() {
+  DeviceProps p;
+  p.ordinal = 0;
+  p.cc_major = 9;
+  p.cc_minor = 0;
+  p.sm_count = 132;
+  p.smem_optin = 232448;
+  return p;
+}
+
+GroupedShape shape(int64_t max_rows = 4096, int64_t k = 4096, bool transpose_b = true,
+                   ggemm_dtype c = GGEMM_DTYPE_BF16) {
+  GroupedShape s;
+  s.a_dtype = GGEMM_DTYPE_BF16;
+  s.c_dtype = c;
+  s.m = 100000;
+  s.n = 4096;
+  s.k = k;
+  s.transpose_b = transpose_b;
+  s.num_groups = 64;
+  s.max_rows_per_group = max_rows;
+  return s;
+}
+
+ggemm_config blank_config() {
+  ggemm_config c{};
+  c.struct_size = sizeof(ggemm_config);
+  return c;
+}
+
+TEST(ChooseSm90Config, TileMGrowsWithRowsPerGroup) {
+  const struct {
+    int64_t rows;
+    uint32_t tile_m;
+  } cases[] = {{1, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}, {65, 128}, {4096, 128}};
+  for (const auto &c : cases) {
+    Sm90Config cfg;
+    ASSERT_EQ(choose_sm90_config(h200(), shape(c.rows), nullptr, &cfg), GGEMM_STATUS_SUCCESS)
+        << ggemm_last_error_message();
+    EXPECT_EQ(cfg.tile_m, c.tile_m) << "max_rows_per_group " << c.rows;
+  }
+  // max_rows_per_group 0 means "M": a 10-row call gets the decode tile.
+  GroupedShape s = shape(0);
+  s.m = 10;
+  Sm90Config cfg;
+  ASSERT_EQ(choose_sm90_config(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 16u);
+}
+
+TEST(ChooseSm90Config, SwizzleFollowsK) {
+  const struct {
+    int64_t k;
+    uint32_t swizzle;
+  } cases[] = {{8, 32}, {16, 32}, {24, 64}, {32, 64}, {40, 128}, {64, 128}, {7168, 128}};
+  for (const auto &c : cases) {
+    Sm90Config cfg;
+    ASSERT_EQ(choose_sm90_config(h200(), shape(4096, c.k, true), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    EXPECT_EQ(cfg.swizzle_bytes, c.swizzle) << "K-major, k " << c.k;
+    // [E, K, N] weights only have the 128-byte MN-major path.
+    ASSERT_EQ(choose_sm90_config(h200(), shape(4096, c.k, false), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    EXPECT_EQ(cfg.swizzle_bytes, 128u) << "MN-major, k " << c.k;
+  }
+}
+
+TEST(ChooseSm90Config, AutomaticStagesFillSharedMemory) {
+  for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
+    for (int64_t rows : {1, 20, 50, 500})
+      for (int64_t k : {16, 32, 512}) {
+        Sm90Config cfg;
+        ASSERT_EQ(choose_sm90_config(h200(), shape(rows, k, true, out), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+        EXPECT_EQ(cfg.stages, expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448))
+            << "rows " << rows << ", k " << k << ", out " << dtype_name(out);
+        EXPECT_EQ(cfg.tile_n, 128u);
+      }
+}
+
+// Runs choose_sm90_config with `o` and expects `status` and a message naming
+// every string in `names`.
+void expect_refused(const ggemm_config &o, const GroupedShape &s, ggemm_status status,
+                    std::vector<std::string> names) {
+  clear_error();
+  Sm90Config cfg;
+  EXPECT_EQ(choose_sm90_config(h200(), s, &o, &cfg), status);
+  const std::string msg = ggemm_last_error_message();
+  for (const std::string &n : names) EXPECT_NE(msg.find(n), std::string::npos) << "message \"" << msg << "\" lacks \"" << n << "\"";
+}
+
+TEST(ChooseSm90Config, RefusesWrongStructSize) {
+  ggemm_config o = blank_config();
+  o.struct_size = sizeof(ggemm_config) - 4;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_VALUE, {"struct_size"});
+}
+
+TEST(ChooseSm90Config, RefusesCtaGroup2) {
+  ggemm_config o = blank_config();
+  o.cta_group = 2;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"cta_group", "sm_100a"});
+}
+
+TEST(ChooseSm90Config, RefusesClusters) {
+  ggemm_config o = blank_config();
+  o.cluster_m = 2;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"cluster_m"});
+  o = blank_config();
+  o.cluster_n = 2;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"cluster_n"});
+}
+
+TEST(ChooseSm90Config, RefusesMmaAndTileShapes) {
+  ggemm_config o = blank_config();
+  o.tile_n = 64;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"tile_n"});
+  o = blank_config();
+  o.mma_m = 128;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"mma_m"});
+  o = blank_config();
+  o.mma_k = 32;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"mma_k"});
+  o = blank_config();
+  o.tile_m = 48;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"tile_m"});
+  o = blank_config();
+  o.tile_m = 256;  // fine for 16-bit outputs, not instantiated for fp32
+  expect_refused(o, shape(4096, 4096, true, GGEMM_DTYPE_FP32), GGEMM_STATUS_INVALID_CONFIG, {"tile_m", "fp32"});
+  o = blank_config();
+  o.tile_m = 64;
+  o.mma_n = 32;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"mma_n"});
+}
+
+TEST(ChooseSm90Config, RefusesSwizzleAndTileK) {
+  ggemm_config o = blank_config();
+  o.a_swizzle = 96;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"a_swizzle"});
+  o = blank_config();
+  o.b_swizzle = 96;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"b_swizzle"});
+  o = blank_config();
+  o.a_swizzle = 128;
+  o.b_swizzle = 64;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"a_swizzle", "b_swizzle"});
+  o = blank_config();
+  o.tile_k = 48;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"tile_k"});
+  o = blank_config();
+  o.tile_k = 32;
+  o.a_swizzle = 128;  // tile_k must be swizzle / 2 = 64
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"tile_k"});
+  // [E, K, N] weights: only the 128-byte path exists.
+  o = blank_config();
+  o.a_swizzle = 64;
+  expect_refused(o, shape(4096, 4096, false), GGEMM_STATUS_INVALID_CONFIG, {"swizzle", "transpose_b"});
+  o = blank_config();
+  o.tile_k = 32;
+  expect_refused(o, shape(4096, 4096, false), GGEMM_STATUS_INVALID_CONFIG, {"swizzle", "transpose_b"});
+}
+
+TEST(ChooseSm90Config, RefusesStages) {
+  ggemm_config o = blank_config();
+  o.stages = 1;  // a pipeline needs a stage to fill while one is consumed
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"stages"});
+  o.stages = -1;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"stages"});
+  // One more than fits for the automatic tile (128) and swizzle (128).
+  o.stages = int(sm90::max_stages(128, 128, 2, 232448)) + 1;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"stages"});
+}
+
+TEST(ChooseSm90Config, RefusesWhatDoesNotFitTwoStages) {
+  // A device with too little shared memory for the chosen tile: refused, not
+  // launched with one stage.
+  DeviceProps small = h200();
+  small.smem_optin = 49152;
+  ggemm_config o = blank_config();
+  o.tile_m = 256;
+  clear_error();
+  Sm90Config cfg;
+  EXPECT_EQ(choose_sm90_config(small, shape(), &o, &cfg), GGEMM_STATUS_INVALID_CONFIG);
+  EXPECT_STRNE(ggemm_last_error_message(), "");
+}
+
+TEST(ChooseSm90Config, HonoursValidOverridesExactly) {
+  struct Case {
+    int tile_m, tile_k, a_swizzle, b_swizzle, mma_n, stages;
+    bool transpose_b;
+    ggemm_dtype out;
+    Sm90Config want;  // tile_m, tile_n, swizzle_bytes, stages
+  };
+  const Case cases[] = {
+      {64, 0, 64, 0, 0, 3, true, GGEMM_DTYPE_BF16, {64, 128, 64, 3}},
+      {0, 32, 0, 0, 32, 2, true, GGEMM_DTYPE_FP16, {32, 128, 64, 2}},   // tile_m from mma_n, swizzle from tile_k
+      {256, 64, 128, 128, 256, 3, true, GGEMM_DTYPE_BF16, {256, 128, 128, 3}},
+      {16, 16, 32, 32, 16, 0, true, GGEMM_DTYPE_FP32, {16, 128, 32, 0}},  // stages 0: as many as fit
+      {128, 0, 0, 128, 0, 2, false, GGEMM_DTYPE_FP32, {128, 128, 128, 2}},
+  };
+  for (const Case &c : cases) {
+    ggemm_config o = blank_config();
+    o.tile_m = c.tile_m;
+    o.tile_k = c.tile_k;
+    o.a_swizzle = c.a_swizzle;
+    o.b_swizzle = c.b_swizzle;
+    o.mma_n = c.mma_n;
+    o.stages = c.stages;
+    // Fields at the only value sm_90a has are accepted as well as 0.
+    o.tile_n = 128;
+    o.mma_m = 64;
+    o.mma_k = 16;
+    o.cluster_m = o.cluster_n = 1;
+    o.cta_group = 1;
+    // Each case differs from the automatic choice (tile_m 128, 128B, most stages) somewhere.
+    Sm90Config cfg;
+    ASSERT_EQ(choose_sm90_config(h200(), shape(4096, 4096, c.transpose_b, c.out), &o, &cfg), GGEMM_STATUS_SUCCESS)
+        << ggemm_last_error_message();
+    const uint32_t want_stages =
+        c.want.stages ? c.want.stages : expected_stages(c.want.tile_m, c.want.swizzle_bytes, dtype_bytes(c.out), 232448);
+    EXPECT_EQ(cfg.tile_m, c.want.tile_m);
+    EXPECT_EQ(cfg.tile_n, c.want.tile_n);
+    EXPECT_EQ(cfg.swizzle_bytes, c.want.swizzle_bytes);
+    EXPECT_EQ(cfg.stages, want_stages);
+  }
+}
+
+// ---- (c) kernel names -----------------------------------------------------------
+
+// Every name the table instantiates. Only the *_name and tile_m tokens are
+// used; the type arguments (__nv_bfloat16, WeightLayout::...) are dropped, so
+// no CUDA header is needed.
+#define GGEMM_TEST_STR2(x) #x
+#define GGEMM_TEST_STR(x) GGEMM_TEST_STR2(x)
+#define GGEMM_TEST_COLLECT_NAME(E, EN, O, ON, L, LN, TM) \
+  names.insert("ggemm_sm90_grouped_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_" GGEMM_TEST_STR(LN) "_m" GGEMM_TEST_STR(TM));
+
+std::set<std::string> table_names() {
+  std::set<std::string> names;
+  GGEMM_SM90_KERNELS(GGEMM_TEST_COLLECT_NAME)
+  return names;
+}
+
+// The table's *_name token for each dtype.
+const char *label(ggemm_dtype t) {
+  return t == GGEMM_DTYPE_BF16 ? "bf16" : t == GGEMM_DTYPE_FP16 ? "fp16" : "fp32";
+}
+
+TEST(Sm90KernelNames, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) {
+  const std::set<std::string> table = table_names();
+  ASSERT_FALSE(table.empty());
+  std::set<std::string> reached;
+  for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
+    for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
+      for (bool transpose_b : {true, false})
+        for (int tile_m : {0, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512}) {
+          GroupedShape s = shape(4096, 4096, transpose_b, c);
+          s.a_dtype = a;
+          ggemm_config o = blank_config();
+          o.tile_m = tile_m;
+          Sm90Config cfg;
+          if (choose_sm90_config(h200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
+          const std::string name = sm90_kernel_name(a, c, transpose_b, cfg.tile_m);
+          EXPECT_EQ(table.count(name), 1u) << "config accepted but no kernel: " << name;
+          // And the right one of the table's entries: operand then output
+          // dtype, K-major exactly when B is [E, N, K] (transpose_b).
+          const std::string want = std::string("ggemm_sm90_grouped_") + label(a) + "_" + label(c) + "_" +
+                                   (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m);
+          EXPECT_EQ(name, want);
+          reached.insert(name);
+        }
+  for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no accepted config reaches: " << n;
+  // 2 operand dtypes x 2 layouts x (5 + 5 + 4 tile_m over bf16/fp16/fp32 out).
+  EXPECT_EQ(table.size(), 56u);
+}
+
+}  // namespace
+}  // namespace ggemm

@@ -1,0 +1,159 @@
+// test_util.h — helpers shared by every ggemm test (header-only).
+#ifndef GGEMM_TESTS_TEST_UTIL_H
+#define GGEMM_TESTS_TEST_UTIL_H
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "dtype.h"
+#include "ggemm.h"
+
+namespace ggemm::testing {
+
+// Seeded random source; fixed seeds make a failure reproducible.
+struct Rng {
+  std::mt19937_64 engine;
+
+  explicit Rng(uint64_t seed = 0x9e3779b97f4a7c15ull) : engine(seed) {}
+
+  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(engine); }
+  // Uniform integer in [lo, hi] (inclusive).
+  int64_t uniform_int(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(engine);
+  }
+};
+
+// Fills `count` elements at `host` with uniform values in [lo, hi], each
+// rounded to `dtype` so it is exactly representable there. If every element
+// came out zero, element 0 is set to the non-zero bound (a zero buffer would
+// let a kernel that writes nothing pass).
+inline void fill_random(ggemm_dtype dtype, void* host, size_t count, Rng& rng, float lo = -1.0f,
+                        float hi = 1.0f) {
+  bool any_nonzero = false;
+  for (size_t i = 0; i < count; ++i) {
+    ref::store_from_float(dtype, host, i, rng.uniform(lo, hi));
+    any_nonzero = any_nonzero || ref::load_as_float(dtype, host, i) != 0.0f;
+  }
+  if (count > 0 && !any_nonzero) ref::store_from_float(dtype, host, 0, hi != 0.0f ? hi : lo);
+}
+
+// 0xFF bytes: a NaN in bf16, fp16 and fp32, so an element the code under test
+// should not have written can be told apart from any value it computes.
+inline void poison(void* host, size_t bytes) {
+  if (bytes > 0) std::memset(host, 0xFF, bytes);  // host may be null when empty
+}
+
+// Compares two row-major [rows, cols] matrices of `dtype`. Element (r, c)
+// passes iff |exp - act| <= atol + rtol * |exp| (equal infinities pass);
+// where `expected` is NaN (poison: the element must not have been written),
+// `actual` must be bitwise identical to it.
+inline ::testing::AssertionResult compare_matrix(ggemm_dtype dtype, const void* expected,
+                                                 const void* actual, int64_t rows, int64_t cols,
+                                                 double atol, double rtol, int max_report = 10) {
+  const size_t esize = ref::dtype_size(dtype);
+  const unsigned char* exp_bytes = static_cast<const unsigned char*>(expected);
+  const unsigned char* act_bytes = static_cast<const unsigned char*>(actual);
+  auto hex = [&](const unsigned char* p) {
+    uint32_t bits = 0;
+    if (esize == 2) {
+      uint16_t b16;
+      std::memcpy(&b16, p, 2);
+      bits = b16;
+    } else {
+      std::memcpy(&bits, p, 4);
+    }
+    std::ostringstream s;
+    s << "0x" << std::hex << bits;
+    return s.str();
+  };
+
+  int64_t mismatches = 0;
+  std::ostringstream report;
+  report.precision(9);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t idx = static_cast<size_t>(r * cols + c);
+      const double e = ref::load_as_float(dtype, expected, idx);
+      const double a = ref::load_as_float(dtype, actual, idx);
+      bool ok;
+      double tol = 0.0;
+      if (std::isnan(e)) {
+        ok = std::memcmp(exp_bytes + idx * esize, act_bytes + idx * esize, esize) == 0;
+      } else {
+        tol = atol + rtol * std::fabs(e);
+        ok = e == a || std::fabs(e - a) <= tol;  // NaN actual fails both tests
+      }
+      if (ok) continue;
+      if (mismatches < max_report) {
+        report << "\n  (" << r << ", " << c << "): expected " << e << " ["
+               << hex(exp_bytes + idx * esize) << "], actual " << a << " ["
+               << hex(act_bytes + idx * esize) << "]";
+        if (std::isnan(e))
+          report << " (poisoned element was written)";
+        else
+          report << ", |diff| " << std::fabs(e - a) << " > tol " << tol;
+      }
+      ++mismatches;
+    }
+  }
+  if (mismatches == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << mismatches << " of " << rows * cols << " elements mismatch ([" << rows << ", " << cols
+         << "], atol " << atol << ", rtol " << rtol << "); first " << std::min<int64_t>(mismatches, max_report)
+         << ":" << report.str();
+}
+
+// Tolerances for comparing a kernel's output (bf16/fp16 operands, fp32
+// accumulation) with the CPU reference run on the same inputs, as
+// |ref - out| <= atol + rtol * |ref|. They assume operands of magnitude <= 1
+// (fill_random's default) and |row_scale| <= 1; scale atol with the operand
+// magnitudes otherwise.
+//
+// rtol: the reference and the kernel each round their own fp32 sum to the
+// output dtype, and a last-bit difference between the sums can land them on
+// neighbouring values: one ulp apart, i.e. up to 2^-7 |ref| for bf16 (8-bit
+// significand) and 2^-10 |ref| for fp16 (11-bit); half of that (2^-8, 2^-11)
+// is the error of each rounding alone, which is the bound against an
+// unrounded fp32 reference. fp32 output has no output rounding; a few fp32
+// ulps (2^-21) cover the final ROW_SCALE multiply.
+//
+// atol: products of bf16/fp16 operands are exact in fp32, so the two sides
+// differ only by summation order (and the tensor cores' internal alignment).
+// Each side's error is ~ sqrt(K) * 2^-24 * sum_k |a*b| (random-walk growth),
+// with sum_k |a*b| <= K for |a|, |b| <= 1; both sides count, hence
+// 2 * sqrt(K) * K * 2^-24 (K = 1024: 0.0039, against typical |C| ~ 10 and a
+// bf16 ulp there of 0.0625). fp16 outputs add one subnormal step (2^-24).
+//
+// ACCUMULATE: if C_old and the result nearly cancel, the ulp flip of the
+// rounded result is relative to |result|, not |ref|; pass a larger atol there.
+//
+// A wrong element is off by O(sqrt(K)) times the operand scale (a wrong plane
+// or expert: a different sum; one missing 64-deep k-block: ~ sqrt(64)/3), far
+// above both terms.
+inline double default_rtol(ggemm_dtype out) {
+  switch (out) {
+    case GGEMM_DTYPE_BF16:
+      return std::ldexp(1.0, -7);
+    case GGEMM_DTYPE_FP16:
+      return std::ldexp(1.0, -10);
+    case GGEMM_DTYPE_FP32:
+      return std::ldexp(1.0, -21);
+  }
+  return 0.0;
+}
+
+inline double default_atol(ggemm_dtype out, int64_t k) {
+  const double kd = static_cast<double>(k > 0 ? k : 1);
+  const double accumulation = 2.0 * std::sqrt(kd) * kd * std::ldexp(1.0, -24);
+  return accumulation + (out == GGEMM_DTYPE_FP16 ? std::ldexp(1.0, -24) : 0.0);
+}
+
+}  // namespace ggemm::testing
+
+#endif  // GGEMM_TESTS_TEST_UTIL_H
