@@ -7,6 +7,7 @@
 // Usage: ggemm_demo [seed]   (fresh random data unless a seed is given)
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -33,7 +34,7 @@ void print_no_gpu(const GpuProbe& probe) {
   std::printf(
       "ggemm_demo: no usable GPU, so nothing was run. The demo looked for a CUDA device "
       "through the CUDA runtime (%s) and then for a ggemm handle on device 0 (%s). It needs "
-      "an NVIDIA Hopper (sm_90) or Blackwell (sm_100) GPU with a working driver; the GPU "
+      "an NVIDIA Hopper (sm_90) GPU (Blackwell kernels are not built yet) with a working driver; the GPU "
       "tests in tests/ skip their GPU cases the same way, with the same reason. Exiting with "
       "status 0 because a machine without a GPU is not an error.\n",
       probe.runtime_result.c_str(), probe.ggemm_result.c_str());
@@ -45,9 +46,13 @@ void print_no_gpu(const GpuProbe& probe) {
 //    and one bf16 ulp is at most 2^-7 of the value.
 //  atol = 2^-8 * sqrt(K) * 1/3: A and W are uniform in [-1, 1], so a product
 //    a*w has rms 1/3 and an output, a sum of K of them, is typically
-//    sqrt(K)/3 in size; atol is half a bf16 ulp of such a typical output. It
-//    covers outputs that cancel to near zero, where rtol*|ref| vanishes but
-//    the order of the fp32 additions still shows at the scale of the terms.
+//    sqrt(K)/3 in size; atol is half a bf16 ulp of such a typical output.
+//    Summation differences (order, the tensor cores' internal alignment)
+//    scale with the terms and partial sums, not with the result, so an
+//    output that cancels to near zero still carries them where rtol*|ref|
+//    vanishes. atol sits far above those (fp32: ~2^-24 of the partial sums)
+//    and far below a real bug: one missing K-tile of 64 terms moves an
+//    output by ~sqrt(64)/3 = 2.7, against atol = 0.11 at K = 7168.
 struct Tolerance {
   double atol;
   double rtol;

@@ -66,6 +66,9 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 DeviceBuffer upload(const void* host, size_t bytes) {
   DeviceBuffer buf(bytes);
   if (bytes > 0) CUDA_CHECK(cudaMemcpy(buf.get(), host, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before its DMA lands, and our
+  // work runs on a non-blocking stream that does not wait for it.
+  CUDA_CHECK(cudaDeviceSynchronize());
   return buf;
 }
 

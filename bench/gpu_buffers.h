@@ -56,7 +56,7 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Synchronous upload of `bytes` host bytes into a new device buffer.
+// Upload of `bytes` host bytes into a new device buffer, complete on return.
 DeviceBuffer upload(const void* host, size_t bytes);
 
 // How routed tokens spread over the experts.

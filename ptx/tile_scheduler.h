@@ -39,6 +39,12 @@ struct GroupedProblem {
   uint32_t split0, split1;    // plane splits; both 0 = one segment
 };
 
+// The number of groups a launch walks: the device-side active count, never
+// past the arrays' capacity (a wrong count must not read past them).
+GGEMM_HOST_DEVICE constexpr uint32_t active_groups(uint32_t usage_stats_active, uint32_t num_groups) {
+  return usage_stats_active < num_groups ? usage_stats_active : num_groups;
+}
+
 GGEMM_HOST_DEVICE constexpr uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 class GroupedTileScheduler {

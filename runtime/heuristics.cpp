@@ -103,8 +103,8 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
     }
     if (!shape.transpose_b && c.swizzle_bytes && c.swizzle_bytes != 128)
       return fail(GGEMM_STATUS_INVALID_CONFIG,
-                  "config swizzle %u bytes: weights stored [E, K, N] (transpose_b = 0) need the 128-byte "
-                  "swizzle (tile_k 64) on sm_90a",
+                  "config->a_swizzle/b_swizzle/tile_k give a %u-byte swizzle: weights stored [E, K, N] "
+                  "(transpose_b = 0) need the 128-byte swizzle (tile_k 64) on sm_90a",
                   c.swizzle_bytes);
     if (o->stages < 0)
       return fail(GGEMM_STATUS_INVALID_CONFIG, "config->stages = %d: must be >= 0", o->stages);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <random>
 #include <sstream>
 #include <string>
@@ -32,10 +33,9 @@ struct Routing {
   bool well_formed = true;  // offsets non-decreasing, [0] == 0, last <= m
 };
 
-// The kernel clamps the device's active count to the host's capacity before it
-// builds the problem (GroupedGemmSm90::problem in ptx/sm90/grouped_gemm.cuh);
-// the scheduler itself trusts num_active, so the simulation must do the same.
-uint32_t clamped_active(const Routing &r) { return std::min(r.stats_active, r.num_groups); }
+// The clamp of the device's active count to the arrays' capacity, exactly as
+// the kernel calls it (ggemm::active_groups).
+uint32_t clamped_active(const Routing &r) { return ggemm::active_groups(r.stats_active, r.num_groups); }
 
 GroupedProblem problem_of(const Routing &r) {
   return GroupedProblem{r.offsets.data(), r.ids.data(), clamped_active(r), r.m, r.n, r.num_experts,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <set>
 #include <string>
 #include <vector>
@@ -252,10 +253,10 @@ TEST(ChooseSm90Config, RefusesSwizzleAndTileK) {
   // [E, K, N] weights: only the 128-byte path exists.
   o = blank_config();
   o.a_swizzle = 64;
-  expect_refused(o, shape(4096, 4096, false), GGEMM_STATUS_INVALID_CONFIG, {"swizzle", "transpose_b"});
+  expect_refused(o, shape(4096, 4096, false), GGEMM_STATUS_INVALID_CONFIG, {"config->a_swizzle", "transpose_b"});
   o = blank_config();
   o.tile_k = 32;
-  expect_refused(o, shape(4096, 4096, false), GGEMM_STATUS_INVALID_CONFIG, {"swizzle", "transpose_b"});
+  expect_refused(o, shape(4096, 4096, false), GGEMM_STATUS_INVALID_CONFIG, {"config->a_swizzle", "transpose_b"});
 }
 
 TEST(ChooseSm90Config, RefusesStages) {

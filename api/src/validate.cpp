@@ -83,7 +83,7 @@ ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *a) {
       return fail(GGEMM_STATUS_INVALID_DIMENSION, "m = %lld: with plane splits A has 3 * m rows, past 2^31",
                   (long long)a->m);
   }
-  // B's size in bytes must be addressable (E * N * K * 2 < 2^62).
+  // B's size in bytes must be addressable (E * N * K <= 2^61 elements).
   if (a->num_experts > (int64_t(1) << 61) / (a->n * a->k))
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "num_experts * n * k = %lld * %lld * %lld overflows",
                 (long long)a->num_experts, (long long)a->n, (long long)a->k);

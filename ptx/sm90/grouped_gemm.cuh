@@ -79,8 +79,7 @@ struct GroupedGemmSm90 {
   };
 
   GGEMM_DEVICE static GroupedProblem problem(const GroupedGemmParams &p) {
-    uint32_t active = p.usage_stats[1];
-    return GroupedProblem{p.a_offsets, p.expert_ids, active < p.num_groups ? active : p.num_groups,
+    return GroupedProblem{p.a_offsets, p.expert_ids, active_groups(p.usage_stats[1], p.num_groups),
                           p.m,         p.n,          p.num_experts,
                           p.split0,    p.split1};
   }

@@ -1,7 +1,7 @@
 // The one table of sm_90a grouped-GEMM instantiations. The kernels files
 // expand it into extern "C" entry points; the runtime builds the same names
-// with sm90_kernel_name() and asks sm90_has_kernel() which exist (a CPU test
-// checks the two agree with this table).
+// with sm90_kernel_name() (runtime/heuristics.cpp), and a CPU test checks
+// that every config the rules accept names a kernel of this table.
 //
 // X(elem, elem_name, out, out_name, layout, layout_name, tile_m)
 #pragma once

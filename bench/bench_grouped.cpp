@@ -1,0 +1,219 @@
+// bench_grouped.cpp — ggemm_bench: ggemm beside two cuBLAS baselines on
+// issue 3's MoE shapes (Google Benchmark).
+//
+// Each shape runs <shape>/ggemm, <shape>/cublas_grouped
+// (cublasGemmGroupedBatchedEx, one group per expert) and
+// <shape>/cublas_loop_graph (one cublasGemmEx per expert in a CUDA graph).
+//
+// Timing: every benchmark iteration is one call between two CUDA events,
+// with a 2x-L2 memset before the start event (outside the timed region);
+// that event time is the manual iteration time. A repetition is kIterations
+// calls and its counters come from the MEDIAN of those calls; there are
+// kRepetitions repetitions and only aggregates are reported, so read the
+// "_median" rows: the median over repetitions of the per-repetition medians.
+//
+// Counters: us_median; TFLOP/s (2 * rows * N * K); GB/s (bytes = weights of
+// the experts that have rows + A + C, 2 bytes each); frac_floor = floor /
+// measured, floor = max(FLOPs / dense rate, bytes / copy bandwidth), both
+// ceilings measured once by this process and printed in the context.
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ceilings.h"
+#include "cublas_baselines.h"
+#include "ggemm.h"
+#include "gpu_buffers.h"
+#include "timing.h"
+
+namespace {
+
+using namespace ggemm::bench;
+
+constexpr int kIterations = 20;
+constexpr int kRepetitions = 5;
+constexpr int kWarmup = 3;
+
+enum class Impl { kGgemm, kCublasGrouped, kCublasLoopGraph };
+
+const char* impl_name(Impl impl) {
+  switch (impl) {
+    case Impl::kGgemm: return "ggemm";
+    case Impl::kCublasGrouped: return "cublas_grouped";
+    case Impl::kCublasLoopGraph: return "cublas_loop_graph";
+  }
+  return "?";
+}
+
+// What every benchmark shares, made once in main after the GPU probe.
+struct Session {
+  ggemm_handle_t ggemm = nullptr;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<CublasHandle> cublas;
+  std::unique_ptr<L2Flusher> flusher;
+  Ceilings ceilings;
+
+  // The current shape's data. Benchmarks run in registration order, one
+  // shape's three after another, so one shape's data is kept at a time (the
+  // largest weight set, Mixtral gate_up, is 1.9 GB).
+  int shape_index = -1;
+  std::unique_ptr<MoeProblem> problem;
+  std::unique_ptr<CublasGrouped> grouped;
+  std::unique_ptr<CublasLoopGraph> loop;
+
+  MoeProblem& use_shape(int index) {
+    if (index != shape_index) {
+      loop.reset();
+      grouped.reset();
+      problem.reset();
+      std::fprintf(stderr, "ggemm_bench: preparing %s\n", kMoeShapes[index].name);
+      // A fixed seed per shape: the routing (and so the numbers) reproduce.
+      problem = std::make_unique<MoeProblem>(
+          make_moe_problem(kMoeShapes[index], 0xb5e70000u + static_cast<uint64_t>(index), false));
+      shape_index = index;
+    }
+    return *problem;
+  }
+};
+Session* g_session = nullptr;
+
+// The call under test, enqueued on the session stream; "" on success, else
+// the library's error.
+std::string enqueue_call(Session& s, const MoeProblem& p, Impl impl,
+                         const ggemm_grouped_matmul_args& args) {
+  switch (impl) {
+    case Impl::kGgemm: {
+      const ggemm_status st = ggemm_grouped_matmul(s.ggemm, &args, s.stream);
+      if (st == GGEMM_STATUS_SUCCESS) return "";
+      return std::string(ggemm_status_string(st)) + ": " + ggemm_last_error_message();
+    }
+    case Impl::kCublasGrouped: {
+      if (!s.grouped) s.grouped = std::make_unique<CublasGrouped>(p);
+      const cublasStatus_t st = s.grouped->run(s.cublas->get());
+      return st == CUBLAS_STATUS_SUCCESS ? "" : cublasGetStatusName(st);
+    }
+    case Impl::kCublasLoopGraph:
+      if (!s.loop) s.loop = std::make_unique<CublasLoopGraph>(*s.cublas, p, s.stream);
+      s.loop->launch(s.stream);
+      return "";
+  }
+  return "unknown implementation";
+}
+
+void bench_shape(benchmark::State& state, int shape_index, Impl impl) {
+  Session& s = *g_session;
+  const MoeProblem& p = s.use_shape(shape_index);
+  // Device arrays (offsets, expert ids, usage stats) were uploaded with the
+  // problem; nothing but the call itself is inside the timed region.
+  const ggemm_grouped_matmul_args args = p.args();
+
+  // Warm-up: module loading, cuBLAS heuristics, graph upload; a call that is
+  // refused outright skips the benchmark with the library's message.
+  for (int i = 0; i < kWarmup; ++i) {
+    const std::string err = enqueue_call(s, p, impl, args);
+    if (!err.empty()) {
+      state.SkipWithError(err.c_str());
+      return;
+    }
+  }
+  CUDA_CHECK(cudaStreamSynchronize(s.stream));
+
+  EventTimer timer;
+  std::vector<double> ms;
+  std::string err;
+  for (auto _ : state) {
+    const float t = timer.time(s.stream, s.flusher.get(), [&] { err = enqueue_call(s, p, impl, args); });
+    if (!err.empty()) {
+      state.SkipWithError(err.c_str());
+      break;
+    }
+    state.SetIterationTime(t * 1e-3);
+    ms.push_back(t);
+  }
+  if (ms.empty()) return;
+
+  const double sec = median(ms) * 1e-3;
+  state.counters["us_median"] = sec * 1e6;
+  state.counters["TFLOP/s"] = p.flops() / sec * 1e-12;
+  state.counters["GB/s"] = p.bytes() / sec * 1e-9;
+  state.counters["frac_floor"] = s.ceilings.floor_seconds(p.flops(), p.bytes()) / sec;
+  state.counters["groups"] = p.used_groups;
+  state.counters["max_rows"] = p.max_rows;
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+
+  const GpuProbe probe = probe_gpu();
+  if (!probe.handle) {
+    std::printf("ggemm_bench: skipped, no usable GPU (%s; %s). The benchmarks need an NVIDIA "
+                "Hopper (sm_90) GPU (Blackwell kernels are not built yet); nothing was measured.\n",
+                probe.runtime_result.c_str(), probe.ggemm_result.c_str());
+    return 0;
+  }
+
+  Session s;
+  s.ggemm = probe.handle;
+  CUDA_CHECK(cudaSetDevice(0));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  s.cublas = std::make_unique<CublasHandle>(s.stream);
+  s.flusher = std::make_unique<L2Flusher>();
+
+  // The two ceilings of the roofline floor, measured once on this device.
+  std::fprintf(stderr, "ggemm_bench: measuring the ceilings\n");
+  s.ceilings = measure_ceilings(*s.cublas, s.stream);
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  benchmark::AddCustomContext("device", prop.name);
+  benchmark::AddCustomContext("dense_bf16_tflops", fmt("%.1f", s.ceilings.dense_flops_per_s * 1e-12));
+  benchmark::AddCustomContext("copy_gbps", fmt("%.1f", s.ceilings.copy_bytes_per_s * 1e-9));
+  benchmark::AddCustomContext(
+      "ceilings", "measured by this process: median cuBLAS 8192^3 bf16 GEMM (fp32 accumulate, "
+                  "random data); median 2 GiB device-to-device cudaMemcpy, read + write bytes");
+  benchmark::AddCustomContext(
+      "timing", "per iteration: CUDA events around one call, L2 flushed before it (" +
+                    fmt("%.0f", static_cast<double>(s.flusher->bytes() >> 20)) +
+                    " MiB memset, untimed); counters from the median of " +
+                    std::to_string(kIterations) + " iterations per repetition; read _median rows");
+  std::fprintf(stderr, "ggemm_bench: dense bf16 %.1f TFLOP/s, copy %.1f GB/s\n",
+               s.ceilings.dense_flops_per_s * 1e-12, s.ceilings.copy_bytes_per_s * 1e-9);
+
+  for (size_t i = 0; i < kMoeShapes.size(); ++i) {
+    for (Impl impl : {Impl::kGgemm, Impl::kCublasGrouped, Impl::kCublasLoopGraph}) {
+      const std::string name = std::string(kMoeShapes[i].name) + "/" + impl_name(impl);
+      benchmark::RegisterBenchmark(name.c_str(), bench_shape, static_cast<int>(i), impl)
+          ->UseManualTime()
+          ->Iterations(kIterations)
+          ->Repetitions(kRepetitions)
+          ->ReportAggregatesOnly(true)
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+
+  g_session = &s;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+
+  // Release cuBLAS objects and buffers before their stream and handle.
+  s.loop.reset();
+  s.grouped.reset();
+  s.problem.reset();
+  s.cublas.reset();
+  s.flusher.reset();
+  CUDA_CHECK(cudaStreamDestroy(s.stream));
+  ggemm_destroy(s.ggemm);
+  return 0;
+}

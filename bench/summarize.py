@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Prints a markdown table from ggemm_bench's JSON (--benchmark_out=F.json):
+per shape, the median time of ggemm and both cuBLAS baselines, ggemm's
+fraction of the roofline floor and its speed-up over each baseline.
+
+    python3 bench/summarize.py bench.json
+"""
+import json
+import sys
+from collections import defaultdict
+
+
+def main(path):
+    data = json.load(open(path))
+    ctx = data["context"]
+    rows = defaultdict(dict)
+    order = []
+    for b in data["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        shape, impl = b["run_name"].split("/")[:2]
+        if shape not in rows:
+            order.append(shape)
+        rows[shape][impl] = b
+    print(f"ceilings (same binary): dense bf16 {ctx.get('dense_bf16_tflops')} TFLOP/s, "
+          f"copy {ctx.get('copy_gbps')} GB/s; device {ctx.get('device')}\n")
+    print("| shape | ggemm us | TFLOP/s | GB/s | of floor | cuBLAS grouped us | cuBLAS loop (graph) us | "
+          "vs grouped | vs loop |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    fracs = []
+    for shape in order:
+        r = rows[shape]
+        g = r.get("ggemm")
+        if not g:
+            continue
+        t = g["us_median"]
+        fracs.append(g["frac_floor"])
+
+        def other(name):
+            o = r.get(name)
+            return (f"{o['us_median']:.1f}", f"{o['us_median'] / t:.2f}x") if o else ("-", "-")
+
+        cg, vg = other("cublas_grouped")
+        cl, vl = other("cublas_loop_graph")
+        print(f"| {shape} | {t:.1f} | {g['TFLOP/s']:.0f} | {g['GB/s']:.0f} | {g['frac_floor']:.2f} | "
+              f"{cg} | {cl} | {vg} | {vl} |")
+    if fracs:
+        geo = 1.0
+        for f in fracs:
+            geo *= f
+        geo **= 1.0 / len(fracs)
+        print(f"\ngeometric mean of ggemm's fraction of the floor: {geo:.2f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Disassembles the kernel fatbins and checks every sm_90a kernel for wgmma
+(HGMMA) and for no local-memory traffic (LDL/STL: spills or stack arrays).
+
+Exit 0 = pass, 1 = fail, 77 = skipped (no cuobjdump; ctest reports SKIP).
+"""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def main():
+    cuobjdump, fatbins = sys.argv[1], sys.argv[2:]
+    if not cuobjdump or not shutil.which(cuobjdump):
+        print("SKIP: cuobjdump not found (scripts/setup.sh installs it into .tools/)")
+        return 77
+    failures = []
+    checked = 0
+    for fatbin in fatbins:
+        out = subprocess.run([cuobjdump, "-sass", fatbin], capture_output=True, text=True,
+                             env={"PATH": str(Path(cuobjdump).parent) + ":/usr/bin:/bin"})
+        if out.returncode != 0:
+            print(f"cuobjdump failed on {fatbin}:\n{out.stderr}")
+            return 1
+        # Split the listing into functions.
+        for name, body in re.findall(r"Function : (\S+)\n(.*?)(?=\n\s+Function : |\Z)", out.stdout, re.S):
+            checked += 1
+            if name.startswith("ggemm_sm90_") and "HGMMA" not in body:
+                failures.append(f"{name}: no HGMMA (wgmma) instruction")
+            local = re.findall(r"\b(LDL|STL)(\.\S+)?\b", body)
+            if local:
+                failures.append(f"{name}: {len(local)} local-memory instructions (spills or stack arrays)")
+    print(f"checked {checked} kernels in {len(fatbins)} fatbin(s)")
+    for f in failures:
+        print("FAIL", f)
+    if checked == 0:
+        print("FAIL: no kernels found")
+        return 1
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
