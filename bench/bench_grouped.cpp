@@ -17,6 +17,8 @@
 // measured, floor = max(FLOPs / dense rate, bytes / copy bandwidth), both
 // ceilings measured once by this process and printed in the context.
 #include <benchmark/benchmark.h>
+
+#include <cstdlib>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -104,12 +106,28 @@ std::string enqueue_call(Session& s, const MoeProblem& p, Impl impl,
   return "unknown implementation";
 }
 
+// Optional config override for experiments: GGEMM_BENCH_TILE_M=256 (and
+// GGEMM_BENCH_STAGES) force those fields of every ggemm call; unset = auto.
+const ggemm_config* bench_config_override() {
+  static ggemm_config cfg{};
+  static const bool set = [] {
+    cfg.struct_size = sizeof cfg;
+    const char* tm = std::getenv("GGEMM_BENCH_TILE_M");
+    const char* st = std::getenv("GGEMM_BENCH_STAGES");
+    cfg.tile_m = tm ? std::atoi(tm) : 0;
+    cfg.stages = st ? std::atoi(st) : 0;
+    return cfg.tile_m != 0 || cfg.stages != 0;
+  }();
+  return set ? &cfg : nullptr;
+}
+
 void bench_shape(benchmark::State& state, int shape_index, Impl impl) {
   Session& s = *g_session;
   const MoeProblem& p = s.use_shape(shape_index);
   // Device arrays (offsets, expert ids, usage stats) were uploaded with the
   // problem; nothing but the call itself is inside the timed region.
-  const ggemm_grouped_matmul_args args = p.args();
+  ggemm_grouped_matmul_args args = p.args();
+  args.config = bench_config_override();
 
   // Warm-up: module loading, cuBLAS heuristics, graph upload; a call that is
   // refused outright skips the benchmark with the library's message.

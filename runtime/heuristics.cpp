@@ -77,6 +77,9 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
                   "config->tile_m = %d: must be 16, 32, 64, 128%s for %s output", o->tile_m,
                   out_bytes == 4 ? "" : " or 256", dtype_name(shape.c_dtype));
     c.tile_m = o->tile_m ? uint32_t(o->tile_m) : 0;
+    if (c.tile_m && shape.epilogue == GGEMM_EPILOGUE_ACCUMULATE && !GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(c.tile_m))
+      return fail(GGEMM_STATUS_INVALID_CONFIG,
+                  "config->tile_m = %d: the accumulate epilogue runs with tile_m up to 128 on sm_90a", o->tile_m);
     if (o->mma_n != 0 && (c.tile_m ? int(c.tile_m) != o->mma_n : !is_tile_m(uint32_t(o->mma_n), out_bytes)))
       return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_n = %d: on sm_90a the wgmma N is tile_m (%d)",
                   o->mma_n, o->tile_m);

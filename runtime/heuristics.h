@@ -15,6 +15,7 @@ struct GroupedShape {
   bool transpose_b;
   int64_t num_groups;
   int64_t max_rows_per_group;  // 0 = unknown (M)
+  ggemm_epilogue epilogue = GGEMM_EPILOGUE_STORE;
 };
 
 struct Sm90Config {

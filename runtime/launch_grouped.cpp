@@ -35,8 +35,8 @@ bool planes_enabled(const ggemm_grouped_matmul_args &a) { return a.a_plane_split
 
 ggemm_status launch_grouped_matmul(Device &dev, const ggemm_grouped_matmul_args &a, CUstream stream) {
   const Driver &drv = dev.driver();
-  const GroupedShape shape{a.a_dtype, a.c_dtype, a.m, a.n, a.k, a.transpose_b != 0, a.num_groups,
-                           a.max_rows_per_group};
+  const GroupedShape shape{a.a_dtype,    a.c_dtype,          a.m,       a.n, a.k, a.transpose_b != 0,
+                           a.num_groups, a.max_rows_per_group, a.epilogue};
   Sm90Config cfg;
   GGEMM_TRY(choose_sm90_config(dev.props(), shape, a.config, &cfg));
   const uint32_t tile_k = cfg.swizzle_bytes / 2;

@@ -22,6 +22,7 @@
 #include "../stmatrix.h"
 #include "../tile_scheduler.h"
 #include "../tma.h"
+#include "kernel_table.h"
 #include "smem_layout.h"
 #include "wgmma.h"
 
@@ -67,6 +68,10 @@ struct GroupedGemmSm90 {
   static constexpr uint32_t kBoxes = kFeaturesPerWarpgroup / kColsPerBox;
   static constexpr uint32_t kStagingBytes = kBoxes * TileM * 128;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  // At tile_m 256 the 128 accumulator registers leave too few for the
+  // accumulate epilogue's old values (it spills); the runtime never picks
+  // that pair (GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE).
+  static constexpr bool kSupportsAccumulate = GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(TileM);
 
   struct Pipeline {
     uint32_t stage = 0, phase = 0;
@@ -114,7 +119,17 @@ struct GroupedGemmSm90 {
       if (threadIdx.x < 32 && ptx::elect_one_sync()) produce(p, smem, layout, full, empty);
     } else {
       ptx::setmaxnreg_inc<kConsumerRegs>();
-      consume(p, smem, layout, full, empty, &c_loaded[warpgroup - 1], warpgroup - 1);
+      // One consumer loop per swizzle (tile_k = swizzle / 2), chosen once:
+      // each stage's wgmmas are then unrolled and no branch merges the
+      // accumulators inside the loop. (A run-time k-step count, or a branch
+      // between wgmmas, makes ptxas close extra wgmma groups or serialise
+      // them, C7515.)
+      uint64_t *c_loaded_wg = &c_loaded[warpgroup - 1];
+      switch (p.swizzle_bytes) {
+        case 128: consume<128>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
+        case 64: consume<64>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
+        default: consume<32>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
+      }
     }
   }
 
@@ -152,12 +167,12 @@ struct GroupedGemmSm90 {
   }
 
   // ---- consumers: one warpgroup per 64 weight rows ---------------------------
+  template <uint32_t Swizzle>
   GGEMM_DEVICE static void consume(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                    uint64_t *full, uint64_t *empty, uint64_t *c_loaded, uint32_t cw) {
-    const uint32_t tile_k = p.swizzle_bytes / 2;
-    const uint32_t k_iters = (p.k + tile_k - 1) / tile_k;
+    // k_iters and the staging address are recomputed per tile where used:
+    // at tile_m 256 the accumulators leave no registers to keep them live.
     const uint32_t tid = threadIdx.x % 128;
-    uint8_t *staging = smem + layout.c_offset() + cw * kStagingBytes;
     GroupedTileScheduler sched(problem(p), TileM, kTileN);
     Pipeline pipe;
     GroupedTile tile;
@@ -165,40 +180,29 @@ struct GroupedGemmSm90 {
     uint32_t c_loaded_phase = 0;
 
     for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
-      if (tile.expert >= 0) {
-        mainloop(p, smem, layout, full, empty, cw, tile_k, k_iters, pipe, acc);
-      } else {
-        if (p.epilogue == kEpilogueAccumulate) continue;  // C += 0
-#pragma unroll
-        for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
+      const bool active = tile.expert >= 0;
+      if (active) {
+        mainloop<Swizzle>(p, smem, layout, full, empty, cw, ceil_div(p.k, Swizzle / 2), pipe, acc);
+      } else if (p.epilogue == kEpilogueAccumulate) {
+        continue;  // C += 0
       }
-      epilogue(p, tile, cw, tid, staging, c_loaded, c_loaded_phase, acc);
+      epilogue(p, tile, active, cw, tid, smem + layout.c_offset() + cw * kStagingBytes, c_loaded, c_loaded_phase,
+               acc);
     }
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
   }
 
+  template <uint32_t Swizzle>
   GGEMM_DEVICE static void mainloop(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
-                                    uint64_t *full, uint64_t *empty, uint32_t cw, uint32_t tile_k,
-                                    uint32_t k_iters, Pipeline &pipe, float (&acc)[kAccRegs]) {
+                                    uint64_t *full, uint64_t *empty, uint32_t cw, uint32_t k_iters, Pipeline &pipe,
+                                    float (&acc)[kAccRegs]) {
     uint32_t prev_stage = 0;
     for (uint32_t ki = 0; ki < k_iters; ++ki) {
       ptx::mbarrier_wait_parity(&full[pipe.stage], pipe.phase);
       const uint32_t w = ptx::smem_addr(smem + layout.weights_offset(pipe.stage));
       const uint32_t x = ptx::smem_addr(smem + layout.tokens_offset(pipe.stage));
       wgmma_fence();
-      for (uint32_t kk = 0; kk < tile_k / 16; ++kk) {
-        uint64_t desc_w;
-        if constexpr (Layout == WeightLayout::kKMajor) {
-          // This warpgroup's 64 rows; k advances 32 bytes along the row.
-          desc_w = make_kmajor_desc(w + cw * 64 * p.swizzle_bytes + kk * 32, p.swizzle_bytes);
-        } else {
-          // This warpgroup's box; k advances 16 rows of 128 bytes.
-          desc_w = make_mnmajor_sw128_desc(w + cw * tile_k * 128 + kk * 16 * 128);
-        }
-        const uint64_t desc_x = make_kmajor_desc(x + kk * 32, p.swizzle_bytes);
-        WgmmaM64K16<TileM, Elem, Layout == WeightLayout::kMNMajor ? 1 : 0>::run(acc, desc_w, desc_x,
-                                                                              (ki | kk) != 0);
-      }
+      mma_stage<Swizzle>(w, x, cw, ki != 0, acc);
       wgmma_commit_group();
       // Keep one group in flight: the previous stage's wgmmas are done now.
       wgmma_wait_group<1>();
@@ -212,13 +216,38 @@ struct GroupedGemmSm90 {
     if (threadIdx.x % 128 == 0) ptx::mbarrier_arrive(&empty[prev_stage]);
   }
 
+  // The wgmmas of one pipeline stage: tile_k / 16 = Swizzle / 32 k-steps.
+  template <uint32_t Swizzle>
+  GGEMM_DEVICE static void mma_stage(uint32_t w, uint32_t x, uint32_t cw, bool accumulate, float (&acc)[kAccRegs]) {
+    constexpr uint32_t kTileK = Swizzle / 2;
+#pragma unroll
+    for (uint32_t kk = 0; kk < Swizzle / 32; ++kk) {
+      uint64_t desc_w;
+      if constexpr (Layout == WeightLayout::kKMajor) {
+        // This warpgroup's 64 rows; k advances 32 bytes along the row.
+        desc_w = make_kmajor_desc(w + cw * 64 * Swizzle + kk * 32, Swizzle);
+      } else {
+        // This warpgroup's box of tile_k rows of 128 bytes; k advances 16 rows.
+        desc_w = make_mnmajor_sw128_desc(w + cw * kTileK * 128 + kk * 16 * 128);
+      }
+      const uint64_t desc_x = make_kmajor_desc(x + kk * 32, Swizzle);
+      WgmmaM64K16<TileM, Elem, Layout == WeightLayout::kMNMajor ? 1 : 0>::run(acc, desc_w, desc_x,
+                                                                            (accumulate || kk > 0) ? 1u : 0u);
+    }
+  }
+
   // ---- epilogue -------------------------------------------------------------
   // Fragment of m64nNk16 (PTX ISA 9.7.15.5.1.1, "Register fragments"): warp w
   // of the warpgroup owns weight rows 16w..16w+15; acc[4j + e] is row
   // 16w + lane/4 + 8*(e/2), token 8j + 2*(lane%4) + e%2.
-  GGEMM_DEVICE static void epilogue(const GroupedGemmParams &p, const GroupedTile &tile, uint32_t cw,
+  //
+  // The epilogue only reads acc: every output value is computed on the way to
+  // the staging tile. Writing acc here (scaling in place, zeroing) would be a
+  // non-wgmma definition of the accumulators inside the tile loop, and ptxas
+  // then serialises every wgmma of the mainloop (C7515).
+  GGEMM_DEVICE static void epilogue(const GroupedGemmParams &p, const GroupedTile &tile, bool active, uint32_t cw,
                                     uint32_t tid, uint8_t *staging, uint64_t *c_loaded, uint32_t &c_loaded_phase,
-                                    float (&acc)[kAccRegs]) {
+                                    const float (&acc)[kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
     const uint32_t barrier_id = 1 + cw;  // named barrier of this warpgroup (0 is __syncthreads)
 
@@ -228,31 +257,18 @@ struct GroupedGemmSm90 {
                               ? min(tile.cols - cw * kFeaturesPerWarpgroup, kFeaturesPerWarpgroup)
                               : 0;
 
-    if (p.epilogue == kEpilogueRowScale && tile.expert >= 0) {
-#pragma unroll
-      for (int j = 0; j < TileM / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const uint32_t token = 8 * j + 2 * (lane % 4) + e;
-          const float s = token < tile.rows ? __ldg(&p.row_scale[tile.row0 + token]) : 0.f;
-          acc[4 * j + e] *= s;
-          acc[4 * j + 2 + e] *= s;
-        }
-      }
-    }
-
     // The staging tile may still be read by the previous tile's TMA store;
     // before the accumulate epilogue's TMA load overwrites it, this thread's
     // generic reads of it (masked stores) are ordered before async writes.
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
-    if (p.epilogue == kEpilogueAccumulate) ptx::fence_proxy_async_shared_cta();
+    const bool accumulate = kSupportsAccumulate && p.epilogue == kEpilogueAccumulate;
+    if (accumulate) ptx::fence_proxy_async_shared_cta();
     ptx::bar_sync(barrier_id, 128);
 
-    const uint32_t staging_addr = ptx::smem_addr(staging);
-    if (p.epilogue == kEpilogueAccumulate && cols > 0) {
+    if (accumulate) {
       // C += result, rounded once: the old tile comes in by TMA (rows past
-      // the group are read but never written back) and each thread adds its
-      // fragment's old values to the fp32 sum.
+      // the group are read but never written back) and each output adds its
+      // old value in fp32 below.
       if (tid == 0) {
         ptx::mbarrier_arrive_expect_tx(c_loaded, kStagingBytes);
         for (uint32_t b = 0; b < kBoxes; ++b)
@@ -261,22 +277,54 @@ struct GroupedGemmSm90 {
       }
       ptx::mbarrier_wait_parity(c_loaded, c_loaded_phase);
       c_loaded_phase ^= 1;
-      add_staged(staging, staging_addr, warp, lane, acc);
     }
+    const bool scale = p.epilogue == kEpilogueRowScale && active;
+    // The routing weight of token 8j + 2 * (lane % 4) + odd.
+    auto row_scale = [&](int j, int odd) {
+      const uint32_t token = 8 * j + 2 * (lane % 4) + odd;
+      return token < tile.rows ? __ldg(&p.row_scale[tile.row0 + token]) : 0.f;
+    };
+
     if constexpr (kOutBytes == 2) {
+      const uint32_t lane_addr = stmatrix_lane_addr(ptx::smem_addr(staging), warp, lane);
 #pragma unroll
       for (int j = 0; j < TileM / 8; j += 2) {
-        ptx::stmatrix_x4_trans(stmatrix_lane_addr(staging_addr, warp, lane) + j * 1024,
-                               OutTraits<Out>::pack(acc[4 * j + 0], acc[4 * j + 1]),
-                               OutTraits<Out>::pack(acc[4 * j + 2], acc[4 * j + 3]),
-                               OutTraits<Out>::pack(acc[4 * j + 4], acc[4 * j + 5]),
-                               OutTraits<Out>::pack(acc[4 * j + 6], acc[4 * j + 7]));
+        // Token octets j and j+1: v[0..3] from acc[4j..], v[4..7] from acc[4j+4..].
+        float v[8];
+#pragma unroll
+        for (int x = 0; x < 8; ++x) v[x] = active ? acc[4 * j + x] : 0.f;
+        if (scale) {
+          const float s[4] = {row_scale(j, 0), row_scale(j, 1), row_scale(j + 1, 0), row_scale(j + 1, 1)};
+#pragma unroll
+          for (int x = 0; x < 8; ++x) v[x] *= s[2 * (x / 4) + x % 2];
+        }
+        if (accumulate) {
+          // ldmatrix.trans at stmatrix's addresses returns the old values in
+          // fragment layout.
+          uint32_t r[4];
+          ptx::ldmatrix_x4_trans(lane_addr + j * 1024, r[0], r[1], r[2], r[3]);
+#pragma unroll
+          for (int x = 0; x < 4; ++x) {
+            const float2 old = OutTraits<Out>::unpack(r[x]);
+            v[2 * x] += old.x;
+            v[2 * x + 1] += old.y;
+          }
+        }
+        ptx::stmatrix_x4_trans(lane_addr + j * 1024, OutTraits<Out>::pack(v[0], v[1]),
+                               OutTraits<Out>::pack(v[2], v[3]), OutTraits<Out>::pack(v[4], v[5]),
+                               OutTraits<Out>::pack(v[6], v[7]));
       }
     } else {
 #pragma unroll
       for (int j = 0; j < TileM / 8; ++j) {
+        const float s[2] = {scale ? row_scale(j, 0) : 1.f, scale ? row_scale(j, 1) : 1.f};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) *fp32_staging_slot(staging, warp, lane, j, e) = acc[4 * j + e];
+        for (int e = 0; e < 4; ++e) {
+          float *slot = fp32_staging_slot(staging, warp, lane, j, e);
+          float v = active ? acc[4 * j + e] * s[e % 2] : 0.f;
+          if (accumulate) v += *slot;
+          *slot = v;
+        }
       }
     }
     ptx::fence_proxy_async_shared_cta();
@@ -303,33 +351,6 @@ struct GroupedGemmSm90 {
       uint4 v = *reinterpret_cast<const uint4 *>(staging + box * TileM * 128 + swizzle128_offset(token, ch % 8));
       Out *dst = reinterpret_cast<Out *>(p.c) + size_t(tile.row0 + token) * p.n + col0 + ch * kElemsPerChunk;
       *reinterpret_cast<uint4 *>(dst) = v;
-    }
-  }
-
-  // acc += the Out values staged at this thread's fragment positions: the
-  // exact inverse of the staging writes below (ldmatrix.trans undoes
-  // stmatrix.trans; fp32 reads the same addresses it writes).
-  GGEMM_DEVICE static void add_staged(const uint8_t *staging, uint32_t staging_addr, uint32_t warp, uint32_t lane,
-                                      float (&acc)[kAccRegs]) {
-    if constexpr (kOutBytes == 2) {
-#pragma unroll
-      for (int j = 0; j < TileM / 8; j += 2) {
-        uint32_t r[4];
-        ptx::ldmatrix_x4_trans(stmatrix_lane_addr(staging_addr, warp, lane) + j * 1024, r[0], r[1], r[2], r[3]);
-#pragma unroll
-        for (int x = 0; x < 4; ++x) {
-          const float2 old = OutTraits<Out>::unpack(r[x]);
-          acc[4 * j + 2 * x] += old.x;
-          acc[4 * j + 2 * x + 1] += old.y;
-        }
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < TileM / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[4 * j + e] += *fp32_staging_slot(staging, warp, lane, j, e);
-        asm volatile("" ::: "memory");  // unhoisted, the loads would spill at tile_m 128
-      }
     }
   }
 

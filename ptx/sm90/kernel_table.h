@@ -32,5 +32,8 @@
 #define GGEMM_SM90_KERNELS_FP16(X) GGEMM_SM90_FOR_OUT(X, __half, fp16)
 #define GGEMM_SM90_KERNELS(X) GGEMM_SM90_KERNELS_BF16(X) GGEMM_SM90_KERNELS_FP16(X)
 
+// Whether a tile_m offers GGEMM_EPILOGUE_ACCUMULATE (256 has no registers left for it).
+#define GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(tile_m) ((tile_m) < 256)
+
 // Largest tile_m instantiated for an output of `out_bytes` bytes per element.
 #define GGEMM_SM90_MAX_TILE_M(out_bytes) ((out_bytes) == 4 ? 128 : 256)
