@@ -1,5 +1,7 @@
 #include "runtime/heuristics.h"
 
+#include <algorithm>
+
 #include "ptx/sm90/kernel_table.h"
 #include "ptx/sm90/smem_layout.h"
 
@@ -27,14 +29,23 @@ bool is_tile_m(uint32_t v, uint32_t out_bytes) {
   return (v == 16 || v == 32 || v == 64 || v == 128 || v == 256) && v <= GGEMM_SM90_MAX_TILE_M(out_bytes);
 }
 
-// The automatic token tile: the smallest tile holding a typical group, so
-// decode-sized groups (1..16 rows) waste little of the MMA's N; 128 beyond
-// that (a 128 x 128 tile reads each operand byte ~once per 128 MACs).
+// The automatic token tile (the wgmma N). Small groups: the smallest tile
+// holding the largest group, so decode-sized groups (1..16 rows) waste
+// little. Large groups: 128, or 256 when the average group has 512 rows or
+// more — a 128 x 256 tile halves the weight-tile reloads per token, and its
+// shared-memory traffic per MMA is lower (NOTES v0.2: Mixtral 0.83 -> 0.88),
+// while for ~128-row groups it wastes half of every tile. Partial row blocks
+// run narrower MMAs in the kernel, so a large tile costs little at group ends.
 uint32_t auto_tile_m(const GroupedShape &s) {
-  int64_t rows = s.max_rows_per_group > 0 && s.max_rows_per_group < s.m ? s.max_rows_per_group : s.m;
-  if (rows <= 16) return 16;
-  if (rows <= 32) return 32;
-  if (rows <= 64) return 64;
+  const int64_t max_rows = s.max_rows_per_group > 0 && s.max_rows_per_group < s.m ? s.max_rows_per_group : s.m;
+  // The typical group: the average over the groups, never above the largest.
+  const int64_t avg_rows = std::min<int64_t>((s.m + s.num_groups - 1) / s.num_groups, max_rows);
+  if (max_rows <= 16) return 16;
+  if (max_rows <= 32) return 32;
+  if (max_rows <= 64) return 64;
+  const bool tile256_ok = GGEMM_SM90_MAX_TILE_M(dtype_bytes(s.c_dtype)) >= 256 &&
+                          (s.epilogue != GGEMM_EPILOGUE_ACCUMULATE || GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(256));
+  if (avg_rows >= 512 && tile256_ok) return 256;
   return 128;
 }
 

@@ -242,6 +242,15 @@ std::vector<Case> cases() {
     add(c);
   }
   {
+    // Large groups: the automatic tile_m is 256, and every group ends in a
+    // partial row block run by a narrower MMA.
+    Case c{"large_groups_auto_tile"};
+    c.rows = {600, 700, 513, 1100};
+    c.n = 384;
+    c.k = 320;
+    add(c);
+  }
+  {
     Case c{"active_count_below_groups"};
     c.rows = {50, 60, 70, 80};
     c.active = 2;  // groups 2 and 3 are past the active count: untouched

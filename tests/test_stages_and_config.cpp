@@ -117,7 +117,7 @@ GroupedShape shape(int64_t max_rows = 4096, int64_t k = 4096, bool transpose_b =
   GroupedShape s;
   s.a_dtype = GGEMM_DTYPE_BF16;
   s.c_dtype = c;
-  s.m = 100000;
+  s.m = 64 * 256;  // 256-row groups on average: the automatic tile_m is 128
   s.n = 4096;
   s.k = k;
   s.transpose_b = transpose_b;
@@ -130,6 +130,35 @@ ggemm_config blank_config() {
   ggemm_config c{};
   c.struct_size = sizeof(ggemm_config);
   return c;
+}
+
+TEST(ChooseSm90Config, TileM256OnlyForLargeGroups) {
+  // Average group of 512 rows or more (and no larger than the largest): 256.
+  GroupedShape big = shape(4096);
+  big.m = 64 * 512;
+  Sm90Config cfg;
+  ASSERT_EQ(choose_sm90_config(h200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.tile_m, 256u);
+  // 511-row average: 128.
+  GroupedShape below = big;
+  below.m = 64 * 511;
+  ASSERT_EQ(choose_sm90_config(h200(), below, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 128u);
+  // The average never counts above the largest group.
+  GroupedShape capped = big;
+  capped.max_rows_per_group = 300;
+  ASSERT_EQ(choose_sm90_config(h200(), capped, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 128u);
+  // No 256 for fp32 output (not instantiated) or the accumulate epilogue
+  // (not offered at 256).
+  GroupedShape fp32 = big;
+  fp32.c_dtype = GGEMM_DTYPE_FP32;
+  ASSERT_EQ(choose_sm90_config(h200(), fp32, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 128u);
+  GroupedShape acc = big;
+  acc.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+  ASSERT_EQ(choose_sm90_config(h200(), acc, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 128u);
 }
 
 TEST(ChooseSm90Config, TileMGrowsWithRowsPerGroup) {
@@ -257,6 +286,14 @@ TEST(ChooseSm90Config, RefusesSwizzleAndTileK) {
   o = blank_config();
   o.tile_k = 32;
   expect_refused(o, shape(4096, 4096, false), GGEMM_STATUS_INVALID_CONFIG, {"config->a_swizzle", "transpose_b"});
+}
+
+TEST(ChooseSm90Config, RefusesTileM256WithAccumulate) {
+  ggemm_config o = blank_config();
+  o.tile_m = 256;
+  GroupedShape s = shape();
+  s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+  expect_refused(o, s, GGEMM_STATUS_INVALID_CONFIG, {"config->tile_m", "accumulate"});
 }
 
 TEST(ChooseSm90Config, RefusesStages) {

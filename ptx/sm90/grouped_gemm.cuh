@@ -176,13 +176,18 @@ struct GroupedGemmSm90 {
     GroupedTileScheduler sched(problem(p), TileM, kTileN);
     Pipeline pipe;
     GroupedTile tile;
+    // Zeroed once, before any wgmma: a tile narrower than TileM leaves the
+    // registers past its width untouched, and the epilogue reads (then masks)
+    // them.
     float acc[kAccRegs];
+#pragma unroll
+    for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
     uint32_t c_loaded_phase = 0;
 
     for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
       const bool active = tile.expert >= 0;
       if (active) {
-        mainloop<Swizzle>(p, smem, layout, full, empty, cw, ceil_div(p.k, Swizzle / 2), pipe, acc);
+        run_mainloop<Swizzle, TileM>(p, smem, layout, full, empty, cw, tile.rows, pipe, acc);
       } else if (p.epilogue == kEpilogueAccumulate) {
         continue;  // C += 0
       }
@@ -192,17 +197,35 @@ struct GroupedGemmSm90 {
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
   }
 
-  template <uint32_t Swizzle>
+  // Runs the mainloop with the narrowest wgmma N (TileM, TileM / 2, ..., 16)
+  // that covers the tile's rows: a group's last, partial row block costs
+  // only the MMA width it needs. The m64nNk16 fragment is a prefix of the
+  // m64n(2N)k16 fragment, so the narrower MMA accumulates into acc's prefix.
+  template <uint32_t Swizzle, int N>
+  GGEMM_DEVICE static void run_mainloop(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
+                                        uint64_t *full, uint64_t *empty, uint32_t cw, uint32_t rows, Pipeline &pipe,
+                                        float (&acc)[kAccRegs]) {
+    if constexpr (N > 16) {
+      if (rows <= uint32_t(N / 2)) {
+        run_mainloop<Swizzle, N / 2>(p, smem, layout, full, empty, cw, rows, pipe, acc);
+        return;
+      }
+    }
+    mainloop<Swizzle, N>(p, smem, layout, full, empty, cw, ceil_div(p.k, Swizzle / 2), pipe,
+                         reinterpret_cast<float(&)[N / 2]>(acc));
+  }
+
+  template <uint32_t Swizzle, int N>
   GGEMM_DEVICE static void mainloop(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                     uint64_t *full, uint64_t *empty, uint32_t cw, uint32_t k_iters, Pipeline &pipe,
-                                    float (&acc)[kAccRegs]) {
+                                    float (&acc)[N / 2]) {
     uint32_t prev_stage = 0;
     for (uint32_t ki = 0; ki < k_iters; ++ki) {
       ptx::mbarrier_wait_parity(&full[pipe.stage], pipe.phase);
       const uint32_t w = ptx::smem_addr(smem + layout.weights_offset(pipe.stage));
       const uint32_t x = ptx::smem_addr(smem + layout.tokens_offset(pipe.stage));
       wgmma_fence();
-      mma_stage<Swizzle>(w, x, cw, ki != 0, acc);
+      mma_stage<Swizzle, N>(w, x, cw, ki != 0, acc);
       wgmma_commit_group();
       // Keep one group in flight: the previous stage's wgmmas are done now.
       wgmma_wait_group<1>();
@@ -217,8 +240,8 @@ struct GroupedGemmSm90 {
   }
 
   // The wgmmas of one pipeline stage: tile_k / 16 = Swizzle / 32 k-steps.
-  template <uint32_t Swizzle>
-  GGEMM_DEVICE static void mma_stage(uint32_t w, uint32_t x, uint32_t cw, bool accumulate, float (&acc)[kAccRegs]) {
+  template <uint32_t Swizzle, int N>
+  GGEMM_DEVICE static void mma_stage(uint32_t w, uint32_t x, uint32_t cw, bool accumulate, float (&acc)[N / 2]) {
     constexpr uint32_t kTileK = Swizzle / 2;
 #pragma unroll
     for (uint32_t kk = 0; kk < Swizzle / 32; ++kk) {
@@ -231,7 +254,7 @@ struct GroupedGemmSm90 {
         desc_w = make_mnmajor_sw128_desc(w + cw * kTileK * 128 + kk * 16 * 128);
       }
       const uint64_t desc_x = make_kmajor_desc(x + kk * 32, Swizzle);
-      WgmmaM64K16<TileM, Elem, Layout == WeightLayout::kMNMajor ? 1 : 0>::run(acc, desc_w, desc_x,
+      WgmmaM64K16<N, Elem, Layout == WeightLayout::kMNMajor ? 1 : 0>::run(acc, desc_w, desc_x,
                                                                             (accumulate || kk > 0) ? 1u : 0u);
     }
   }
