@@ -4,10 +4,12 @@
 // and the union of all tiles must cover each owned output element once.
 #include <gtest/gtest.h>
 
+
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -304,6 +306,38 @@ TEST(GroupedTileScheduler, MalformedOffsetsStayInsideC) {
     r.split0 = 128, r.split1 = 200;
     check_all_shapes(r);
   }
+}
+
+TEST(GroupedTileScheduler, BandOrderKeepsSideBySideTilesCompact) {
+  // One large group (73 row blocks x 12 column blocks, like Qwen3's largest
+  // expert under skewed routing). The first band's tiles, which side-by-side
+  // CTAs run together, must cover exactly kBandRowBlocks row blocks and every
+  // column block: each activation and weight tile is then read once per band.
+  const uint32_t rows = 73 * 128, n = 12 * 128;
+  const std::vector<uint32_t> offsets = {0, rows};
+  const std::vector<int32_t> ids = {0};
+  const GroupedProblem problem{offsets.data(), ids.data(), 1, rows, n, 1, 0, 0};
+  GroupedTileScheduler sched(problem, 128, 128);
+  const uint32_t band = GroupedTileScheduler::kBandRowBlocks;
+  std::set<uint32_t> row_blocks, col_blocks;
+  GroupedTile tile;
+  for (uint64_t t = 0; t < uint64_t(band) * 12; ++t) {
+    ASSERT_TRUE(sched.next(t, &tile));
+    row_blocks.insert(tile.row0 / 128);
+    col_blocks.insert(tile.col0 / 128);
+  }
+  EXPECT_EQ(row_blocks.size(), band);
+  EXPECT_EQ(col_blocks.size(), 12u);
+  EXPECT_EQ(*row_blocks.rbegin(), band - 1);
+  // The last band is short (73 = 9 * 8 + 1): its single row block still
+  // takes every column block, in order.
+  GroupedTileScheduler tail(problem, 128, 128);
+  for (uint32_t cb = 0; cb < 12; ++cb) {
+    ASSERT_TRUE(tail.next(uint64_t(72) * 12 + cb, &tile));
+    EXPECT_EQ(tile.row0, 72u * 128);
+    EXPECT_EQ(tile.col0, cb * 128);
+  }
+  EXPECT_FALSE(tail.next(uint64_t(73) * 12, &tile));
 }
 
 }  // namespace
