@@ -4,7 +4,6 @@
 // and the union of all tiles must cover each owned output element once.
 #include <gtest/gtest.h>
 
-
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
