@@ -65,7 +65,8 @@ ggemm_status launch_grouped_matmul(Device &dev, const ggemm_grouped_matmul_args 
   }
   GGEMM_TRY(encode_tensor_map(drv,
                               {"C", a.c, tma_dtype(a.c_dtype), out_bytes, 2, {uint64_t(a.n), uint64_t(a.m), 0},
-                               {128 / out_bytes, cfg.tile_m, 0}, CU_TENSOR_MAP_SWIZZLE_128B},
+                               {128 / out_bytes, sm90::sm90_epilogue_stage_tokens(cfg.tile_m), 0},
+                               CU_TENSOR_MAP_SWIZZLE_128B},
                               &p.tmap_c));
   p.c = a.c;
   p.row_scale = a.row_scale;

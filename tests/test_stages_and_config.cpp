@@ -28,10 +28,12 @@ const uint32_t kOutBytes[] = {2, 4};
 // Written from the documented layout, not from smem_layout.h: per stage a
 // 128-row weight tile and a tile_m-row token tile, each row one swizzle span,
 // plus two 8-byte barriers (full, empty); once, the epilogue staging (two
-// warpgroups of tile_m x 64 outputs), one 8-byte epilogue barrier per
+// warpgroups of min(tile_m, 128) x 64 outputs), one 8-byte epilogue barrier per
 // consumer warpgroup, and 1024 bytes to align the dynamic base.
 uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t out_bytes) {
-  return stages * (128 * swizzle + tile_m * swizzle + 16) + 2 * tile_m * 64 * out_bytes + 2 * 8 + 1024;
+  // The epilogue stages at most 128 tokens at a time.
+  const uint64_t staged_tokens = tile_m < 128 ? tile_m : 128;
+  return stages * (128 * swizzle + tile_m * swizzle + 16) + 2 * staged_tokens * 64 * out_bytes + 2 * 8 + 1024;
 }
 
 uint32_t expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t out_bytes, uint32_t smem) {
@@ -96,6 +98,8 @@ TEST(MaxStages, KnownH200Values) {
   // per stage 16384 + 16384 + 16 = 32784; fixed 32768 + 16 + 1024 = 33808;
   // (232448 - 33808) / 32784 = 6.06 -> 6.
   EXPECT_EQ(sm90::max_stages(128, 128, 2, 232448), 6u);
+  // tile_m 256 stages its epilogue in two 128-token halves: 4 stages, not 3.
+  EXPECT_EQ(sm90::max_stages(256, 128, 2, 232448), 4u);
   // tile_m 16, 32B swizzle: 4096 + 512 + 16 = 4624 per stage -> 49, capped.
   EXPECT_EQ(sm90::max_stages(16, 32, 2, 232448), sm90::kMaxStages);
 }

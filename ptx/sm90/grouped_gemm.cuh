@@ -66,7 +66,12 @@ struct GroupedGemmSm90 {
   // Staging of one warpgroup: boxes of [TileM rows][128 bytes of columns].
   static constexpr uint32_t kColsPerBox = 128 / kOutBytes;
   static constexpr uint32_t kBoxes = kFeaturesPerWarpgroup / kColsPerBox;
-  static constexpr uint32_t kStagingBytes = kBoxes * TileM * 128;
+  // The epilogue stages at most 128 tokens at a time (kStageTokens, the C
+  // tensor map's box rows): a whole 256-token tile would take 64 KB and leave
+  // 3 pipeline stages instead of 4 (NOTES v0.3).
+  static constexpr uint32_t kStageTokens = sm90_epilogue_stage_tokens(TileM);
+  static constexpr uint32_t kStageChunks = TileM / kStageTokens;
+  static constexpr uint32_t kStagingBytes = kBoxes * kStageTokens * 128;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
   // At tile_m 256 the 128 accumulator registers leave too few for the
   // accumulate epilogue's old values (it spills); the runtime never picks
@@ -280,27 +285,7 @@ struct GroupedGemmSm90 {
                               ? min(tile.cols - cw * kFeaturesPerWarpgroup, kFeaturesPerWarpgroup)
                               : 0;
 
-    // The staging tile may still be read by the previous tile's TMA store;
-    // before the accumulate epilogue's TMA load overwrites it, this thread's
-    // generic reads of it (masked stores) are ordered before async writes.
-    if (tid == 0) ptx::tma_store_wait_group_read<0>();
     const bool accumulate = kSupportsAccumulate && p.epilogue == kEpilogueAccumulate;
-    if (accumulate) ptx::fence_proxy_async_shared_cta();
-    ptx::bar_sync(barrier_id, 128);
-
-    if (accumulate) {
-      // C += result, rounded once: the old tile comes in by TMA (rows past
-      // the group are read but never written back) and each output adds its
-      // old value in fp32 below.
-      if (tid == 0) {
-        ptx::mbarrier_arrive_expect_tx(c_loaded, kStagingBytes);
-        for (uint32_t b = 0; b < kBoxes; ++b)
-          ptx::tma_load_2d(staging + b * TileM * 128, &p.tmap_c, c_loaded, int32_t(col0 + b * kColsPerBox),
-                           int32_t(tile.row0));
-      }
-      ptx::mbarrier_wait_parity(c_loaded, c_loaded_phase);
-      c_loaded_phase ^= 1;
-    }
     const bool scale = p.epilogue == kEpilogueRowScale && active;
     // The routing weight of token 8j + 2 * (lane % 4) + odd.
     auto row_scale = [&](int j, int odd) {
@@ -308,72 +293,104 @@ struct GroupedGemmSm90 {
       return token < tile.rows ? __ldg(&p.row_scale[tile.row0 + token]) : 0.f;
     };
 
-    if constexpr (kOutBytes == 2) {
-      const uint32_t lane_addr = stmatrix_lane_addr(ptx::smem_addr(staging), warp, lane);
 #pragma unroll
-      for (int j = 0; j < TileM / 8; j += 2) {
-        // Token octets j and j+1: v[0..3] from acc[4j..], v[4..7] from acc[4j+4..].
-        float v[8];
-#pragma unroll
-        for (int x = 0; x < 8; ++x) v[x] = active ? acc[4 * j + x] : 0.f;
-        if (scale) {
-          const float s[4] = {row_scale(j, 0), row_scale(j, 1), row_scale(j + 1, 0), row_scale(j + 1, 1)};
-#pragma unroll
-          for (int x = 0; x < 8; ++x) v[x] *= s[2 * (x / 4) + x % 2];
+    for (uint32_t h = 0; h < kStageChunks; ++h) {
+      const uint32_t first = h * kStageTokens;  // tokens [first, first + kStageTokens)
+      if (first >= tile.rows) break;
+      const uint32_t rows = min(tile.rows - first, kStageTokens);
+      const int32_t row0 = int32_t(tile.row0 + first);
+
+      // The staging tile may still be read by the previous TMA store; before
+      // the accumulate epilogue's TMA load overwrites it, this thread's
+      // generic reads of it (masked stores) are ordered before async writes.
+      if (tid == 0) ptx::tma_store_wait_group_read<0>();
+      if (accumulate) ptx::fence_proxy_async_shared_cta();
+      ptx::bar_sync(barrier_id, 128);
+
+      if (accumulate) {
+        // C += result, rounded once: the old values come in by TMA (rows past
+        // the group are read but never written back) and each output adds
+        // its old value in fp32 below.
+        if (tid == 0) {
+          ptx::mbarrier_arrive_expect_tx(c_loaded, kStagingBytes);
+          for (uint32_t b = 0; b < kBoxes; ++b)
+            ptx::tma_load_2d(staging + b * kStageTokens * 128, &p.tmap_c, c_loaded, int32_t(col0 + b * kColsPerBox),
+                             row0);
         }
-        if (accumulate) {
-          // ldmatrix.trans at stmatrix's addresses returns the old values in
-          // fragment layout.
-          uint32_t r[4];
-          ptx::ldmatrix_x4_trans(lane_addr + j * 1024, r[0], r[1], r[2], r[3]);
+        ptx::mbarrier_wait_parity(c_loaded, c_loaded_phase);
+        c_loaded_phase ^= 1;
+      }
+
+      constexpr int kOctets = kStageTokens / 8;  // token octets per chunk
+      if constexpr (kOutBytes == 2) {
+        const uint32_t lane_addr = stmatrix_lane_addr(ptx::smem_addr(staging), warp, lane);
 #pragma unroll
-          for (int x = 0; x < 4; ++x) {
-            const float2 old = OutTraits<Out>::unpack(r[x]);
-            v[2 * x] += old.x;
-            v[2 * x + 1] += old.y;
+        for (int jj = 0; jj < kOctets; jj += 2) {
+          const int j = int(h) * kOctets + jj;  // octet of the tile
+          // Token octets j and j+1: v[0..3] from acc[4j..], v[4..7] from acc[4j+4..].
+          float v[8];
+#pragma unroll
+          for (int x = 0; x < 8; ++x) v[x] = active ? acc[4 * j + x] : 0.f;
+          if (scale) {
+            const float s[4] = {row_scale(j, 0), row_scale(j, 1), row_scale(j + 1, 0), row_scale(j + 1, 1)};
+#pragma unroll
+            for (int x = 0; x < 8; ++x) v[x] *= s[2 * (x / 4) + x % 2];
+          }
+          if (accumulate) {
+            // ldmatrix.trans at stmatrix's addresses returns the old values in
+            // fragment layout.
+            uint32_t r[4];
+            ptx::ldmatrix_x4_trans(lane_addr + jj * 1024, r[0], r[1], r[2], r[3]);
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+              const float2 old = OutTraits<Out>::unpack(r[x]);
+              v[2 * x] += old.x;
+              v[2 * x + 1] += old.y;
+            }
+          }
+          ptx::stmatrix_x4_trans(lane_addr + jj * 1024, OutTraits<Out>::pack(v[0], v[1]),
+                                 OutTraits<Out>::pack(v[2], v[3]), OutTraits<Out>::pack(v[4], v[5]),
+                                 OutTraits<Out>::pack(v[6], v[7]));
+        }
+      } else {
+#pragma unroll
+        for (int jj = 0; jj < kOctets; ++jj) {
+          const int j = int(h) * kOctets + jj;
+          const float s[2] = {scale ? row_scale(j, 0) : 1.f, scale ? row_scale(j, 1) : 1.f};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float *slot = fp32_staging_slot(staging, warp, lane, jj, e);
+            float v = active ? acc[4 * j + e] * s[e % 2] : 0.f;
+            if (accumulate) v += *slot;
+            *slot = v;
           }
         }
-        ptx::stmatrix_x4_trans(lane_addr + j * 1024, OutTraits<Out>::pack(v[0], v[1]),
-                               OutTraits<Out>::pack(v[2], v[3]), OutTraits<Out>::pack(v[4], v[5]),
-                               OutTraits<Out>::pack(v[6], v[7]));
       }
-    } else {
-#pragma unroll
-      for (int j = 0; j < TileM / 8; ++j) {
-        const float s[2] = {scale ? row_scale(j, 0) : 1.f, scale ? row_scale(j, 1) : 1.f};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float *slot = fp32_staging_slot(staging, warp, lane, j, e);
-          float v = active ? acc[4 * j + e] * s[e % 2] : 0.f;
-          if (accumulate) v += *slot;
-          *slot = v;
-        }
-      }
-    }
-    ptx::fence_proxy_async_shared_cta();
-    ptx::bar_sync(barrier_id, 128);
+      ptx::fence_proxy_async_shared_cta();
+      ptx::bar_sync(barrier_id, 128);
 
-    if (cols == 0) return;
-    if (tile.rows == TileM && cols == kFeaturesPerWarpgroup) {  // whole: one TMA store
-      if (tid == 0) {
-        for (uint32_t b = 0; b < kBoxes; ++b)
-          ptx::tma_store_2d(&p.tmap_c, staging + b * TileM * 128, int32_t(col0 + b * kColsPerBox),
-                            int32_t(tile.row0));
-        ptx::tma_store_commit_group();
+      if (cols == 0) continue;
+      if (rows == kStageTokens && cols == kFeaturesPerWarpgroup) {  // whole: one TMA store
+        if (tid == 0) {
+          for (uint32_t b = 0; b < kBoxes; ++b)
+            ptx::tma_store_2d(&p.tmap_c, staging + b * kStageTokens * 128, int32_t(col0 + b * kColsPerBox), row0);
+          ptx::tma_store_commit_group();
+        }
+        continue;
       }
-      return;
-    }
-    // Masked 16-byte stores at edges: rows past the group's end and columns
-    // past the segment's end are skipped.
-    constexpr uint32_t kElemsPerChunk = 16 / kOutBytes;
-    constexpr uint32_t kChunksPerRow = kFeaturesPerWarpgroup / kElemsPerChunk;
-    for (uint32_t idx = tid; idx < TileM * kChunksPerRow; idx += 128) {
-      const uint32_t token = idx / kChunksPerRow, ch = idx % kChunksPerRow;
-      if (token >= tile.rows || ch * kElemsPerChunk >= cols) continue;
-      const uint32_t box = ch / 8;
-      uint4 v = *reinterpret_cast<const uint4 *>(staging + box * TileM * 128 + swizzle128_offset(token, ch % 8));
-      Out *dst = reinterpret_cast<Out *>(p.c) + size_t(tile.row0 + token) * p.n + col0 + ch * kElemsPerChunk;
-      *reinterpret_cast<uint4 *>(dst) = v;
+      // Masked 16-byte stores at edges: rows past the group's end and columns
+      // past the segment's end are skipped.
+      constexpr uint32_t kElemsPerChunk = 16 / kOutBytes;
+      constexpr uint32_t kChunksPerRow = kFeaturesPerWarpgroup / kElemsPerChunk;
+      for (uint32_t idx = tid; idx < kStageTokens * kChunksPerRow; idx += 128) {
+        const uint32_t token = idx / kChunksPerRow, ch = idx % kChunksPerRow;
+        if (token >= rows || ch * kElemsPerChunk >= cols) continue;
+        const uint32_t box = ch / 8;
+        uint4 v = *reinterpret_cast<const uint4 *>(staging + box * kStageTokens * 128 +
+                                                   swizzle128_offset(token, ch % 8));
+        Out *dst = reinterpret_cast<Out *>(p.c) + size_t(row0 + token) * p.n + col0 + ch * kElemsPerChunk;
+        *reinterpret_cast<uint4 *>(dst) = v;
+      }
     }
   }
 
@@ -394,7 +411,7 @@ struct GroupedGemmSm90 {
     const uint32_t feature = 16 * warp + lane / 4 + 8 * (e >> 1);
     const uint32_t token_lo = 2 * (lane % 4) + (e & 1);  // token = 8j + token_lo
     const uint32_t box = feature / kColsPerBox, col = feature % kColsPerBox;
-    return reinterpret_cast<float *>(const_cast<uint8_t *>(staging) + box * TileM * 128 +
+    return reinterpret_cast<float *>(const_cast<uint8_t *>(staging) + box * kStageTokens * 128 +
                                      swizzle128_offset(token_lo, col / 4) + j * 1024) +
            col % 4;
   }

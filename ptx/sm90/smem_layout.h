@@ -34,11 +34,18 @@ struct SmemLayout {
   }
 };
 
+// Tokens the epilogue stages at a time: the whole tile up to 128.
+GGEMM_HOST_DEVICE constexpr uint32_t sm90_epilogue_stage_tokens(uint32_t tile_m) {
+  return tile_m < 128 ? tile_m : 128;
+}
+
 GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_t swizzle_bytes,
                                                         uint32_t out_bytes, uint32_t stages) {
   // One K-major row of a stage is one swizzle span (tile_k * 2 bytes).
   return SmemLayout{kTileN * swizzle_bytes, tile_m * swizzle_bytes,
-                    kConsumerWarpgroups * tile_m * (kTileN / kConsumerWarpgroups) * out_bytes, stages};
+                    kConsumerWarpgroups * sm90_epilogue_stage_tokens(tile_m) * (kTileN / kConsumerWarpgroups) *
+                        out_bytes,
+                    stages};
 }
 
 // The deepest pipeline that fits in `smem_optin` bytes (the device's opt-in
