@@ -31,11 +31,12 @@ bool is_tile_m(uint32_t v, uint32_t out_bytes) {
 
 // The automatic token tile (the wgmma N). Small groups: the smallest tile
 // holding the largest group, so decode-sized groups (1..16 rows) waste
-// little. Large groups: 128, or 256 when the average group has 512 rows or
-// more — a 128 x 256 tile halves the weight-tile reloads per token, and its
-// shared-memory traffic per MMA is lower (NOTES v0.2: Mixtral 0.83 -> 0.88),
-// while for ~128-row groups it wastes half of every tile. Partial row blocks
-// run narrower MMAs in the kernel, so a large tile costs little at group ends.
+// little. Large groups: 128, or 256 when the average group has 256 rows or
+// more — a 128 x 256 tile moves 85 instead of 64 FLOPs per byte from L2,
+// which bounds these kernels (NOTES v0.2-v0.3: Mixtral 0.83 -> 0.88, Qwen3
+// 256-row groups 0.80 -> 0.83), while for ~128-row groups it wastes half of
+// every tile. Partial row blocks run narrower MMAs in the kernel, so a large
+// tile costs little at group ends.
 uint32_t auto_tile_m(const GroupedShape &s) {
   const int64_t max_rows = s.max_rows_per_group > 0 && s.max_rows_per_group < s.m ? s.max_rows_per_group : s.m;
   // The typical group: the average over the groups, never above the largest.
@@ -45,7 +46,7 @@ uint32_t auto_tile_m(const GroupedShape &s) {
   if (max_rows <= 64) return 64;
   const bool tile256_ok = GGEMM_SM90_MAX_TILE_M(dtype_bytes(s.c_dtype)) >= 256 &&
                           (s.epilogue != GGEMM_EPILOGUE_ACCUMULATE || GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(256));
-  if (avg_rows >= 512 && tile256_ok) return 256;
+  if (avg_rows >= 256 && tile256_ok) return 256;
   return 128;
 }
 

@@ -14,8 +14,9 @@ run_demo=1
 
 sudo_if_needed() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
-# 1. System packages: compiler, build tools, GoogleTest, Google Benchmark.
-pkgs=(g++ cmake ninja-build libgtest-dev libbenchmark-dev python3 python3-pip)
+# 1. System packages: compiler, build tools (pkg-config for the C example),
+#    GoogleTest, Google Benchmark.
+pkgs=(g++ cmake ninja-build pkg-config libgtest-dev libbenchmark-dev python3 python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -39,6 +40,15 @@ if [[ ! -x .tools/nvidia/cu13/bin/cuobjdump || ! -x .tools/nvidia/cu13/bin/nvdis
   echo "== installing cuobjdump and nvdisasm into .tools/"
   python3 -m pip install -q --disable-pip-version-check --target .tools \
     nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+fi
+
+# 3b. pytest for the Python package's tests (python/tests), from PyPI into
+#     .tools/py (found there by tests/run_python_tests.sh) unless python3
+#     already has it. --target needs no virtual environment and works where
+#     the system Python is externally managed (Debian 12, Ubuntu 24.04).
+if ! python3 -c 'import pytest' >/dev/null 2>&1 && [[ ! -d .tools/py/pytest ]]; then
+  echo "== installing pytest into .tools/py"
+  python3 -m pip install -q --disable-pip-version-check --target .tools/py pytest
 fi
 
 # 4. Configure and build (build/ via CMakePresets.json).

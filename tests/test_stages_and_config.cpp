@@ -121,7 +121,7 @@ GroupedShape shape(int64_t max_rows = 4096, int64_t k = 4096, bool transpose_b =
   GroupedShape s;
   s.a_dtype = GGEMM_DTYPE_BF16;
   s.c_dtype = c;
-  s.m = 64 * 256;  // 256-row groups on average: the automatic tile_m is 128
+  s.m = 64 * 200;  // 200-row groups on average: the automatic tile_m is 128
   s.n = 4096;
   s.k = k;
   s.transpose_b = transpose_b;
@@ -137,20 +137,20 @@ ggemm_config blank_config() {
 }
 
 TEST(ChooseSm90Config, TileM256OnlyForLargeGroups) {
-  // Average group of 512 rows or more (and no larger than the largest): 256.
+  // Average group of 256 rows or more (and no larger than the largest): 256.
   GroupedShape big = shape(4096);
-  big.m = 64 * 512;
+  big.m = 64 * 256;
   Sm90Config cfg;
   ASSERT_EQ(choose_sm90_config(h200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   EXPECT_EQ(cfg.tile_m, 256u);
-  // 511-row average: 128.
+  // 255-row average: 128.
   GroupedShape below = big;
-  below.m = 64 * 511;
+  below.m = 64 * 255;
   ASSERT_EQ(choose_sm90_config(h200(), below, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 128u);
   // The average never counts above the largest group.
   GroupedShape capped = big;
-  capped.max_rows_per_group = 300;
+  capped.max_rows_per_group = 200;
   ASSERT_EQ(choose_sm90_config(h200(), capped, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 128u);
   // No 256 for fp32 output (not instantiated) or the accumulate epilogue

@@ -116,7 +116,7 @@ int run() {
 
   Lcg rng;
   std::vector<uint16_t> a(size_t(m) * kK), w(size_t(kExperts) * kN * kK);
-  std::vector<float> scale(size_t(m));
+  std::vector<float> scale(static_cast<size_t>(m));
   for (auto &x : a) x = float_to_bf16(rng.value());
   for (auto &x : w) x = float_to_bf16(rng.value());
   for (auto &x : scale) x = rng.weight();

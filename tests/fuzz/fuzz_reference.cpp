@@ -45,7 +45,9 @@ struct Block {
   explicit Block(size_t n) : p(new uint8_t[n]), bytes(n) {}
   void *data() { return p.get(); }
   std::vector<uint8_t> copy() const { return std::vector<uint8_t>(p.get(), p.get() + bytes); }
-  bool equals(const std::vector<uint8_t> &v) const { return v.size() == bytes && std::memcmp(v.data(), p.get(), bytes) == 0; }
+  bool equals(const std::vector<uint8_t> &v) const {
+    return v.size() == bytes && (bytes == 0 || std::memcmp(v.data(), p.get(), bytes) == 0);
+  }
 };
 
 // Deterministic filler seeded by the input, so that inputs stay small.

@@ -1,0 +1,267 @@
+"""ctypes mirror of api/include/ggemm.h, and the loading of libggemm.so.
+
+Everything here follows the C header field by field; python/tests checks the
+layout against the header with a C compiler and against the library itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import enum
+import glob
+import os
+import threading
+from ctypes import POINTER, Structure, c_char_p, c_int, c_int64, c_size_t, c_void_p
+from typing import List, Optional, Tuple
+
+# The header version these bindings mirror (GGEMM_VERSION's encoding).
+HEADER_VERSION_MAJOR = 0
+HEADER_VERSION_MINOR = 1
+HEADER_VERSION_PATCH = 0
+HEADER_VERSION = HEADER_VERSION_MAJOR * 10000 + HEADER_VERSION_MINOR * 100 + HEADER_VERSION_PATCH
+
+MAX_GROUPS = 65536  # GGEMM_MAX_GROUPS
+
+ENV_LIBRARY = "GGEMM_LIBRARY"
+PACKAGE_LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib")
+
+
+class Status(enum.IntEnum):
+    """ggemm_status."""
+
+    SUCCESS = 0
+    NULL_POINTER = 1
+    MISALIGNED_POINTER = 2
+    INVALID_DIMENSION = 3
+    INVALID_DTYPE = 4
+    INVALID_GROUP_COUNT = 5
+    INVALID_CONFIG = 6
+    INVALID_VALUE = 7
+    INVALID_HANDLE = 8
+    DRIVER_NOT_FOUND = 9
+    NO_DEVICE = 10
+    UNSUPPORTED_DEVICE = 11
+    DRIVER_ERROR = 12
+    OUT_OF_MEMORY = 13
+    INTERNAL_ERROR = 14
+
+
+class Dtype(enum.IntEnum):
+    """ggemm_dtype."""
+
+    BF16 = 1
+    FP16 = 2
+    FP32 = 3
+
+
+class Epilogue(enum.IntEnum):
+    """ggemm_epilogue."""
+
+    STORE = 0
+    ACCUMULATE = 1
+    ROW_SCALE = 2
+
+
+class Config(Structure):
+    """ggemm_config: a config override; 0 in a field means automatic."""
+
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("tile_n", c_int),
+        ("tile_m", c_int),
+        ("tile_k", c_int),
+        ("mma_m", c_int),
+        ("mma_n", c_int),
+        ("mma_k", c_int),
+        ("cluster_m", c_int),
+        ("cluster_n", c_int),
+        ("cta_group", c_int),
+        ("stages", c_int),
+        ("a_swizzle", c_int),
+        ("b_swizzle", c_int),
+    ]
+
+    def __init__(self, **fields: int) -> None:
+        super().__init__()
+        self.struct_size = ctypes.sizeof(Config)
+        for name, value in fields.items():
+            if name == "struct_size" or name not in self.field_names():
+                raise TypeError(f"ggemm_config has no field {name!r}; fields: {', '.join(self.field_names())}")
+            setattr(self, name, int(value))
+
+    @classmethod
+    def field_names(cls) -> List[str]:
+        return [f[0] for f in cls._fields_ if f[0] != "struct_size"]
+
+
+class GroupedMatmulArgs(Structure):
+    """ggemm_grouped_matmul_args. Pointers are plain integers (device addresses)."""
+
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("a_dtype", c_int),
+        ("b_dtype", c_int),
+        ("c_dtype", c_int),
+        ("m", c_int64),
+        ("n", c_int64),
+        ("k", c_int64),
+        ("num_experts", c_int64),
+        ("a", c_void_p),
+        ("b", c_void_p),
+        ("c", c_void_p),
+        ("transpose_b", c_int),
+        ("a_offsets", c_void_p),
+        ("expert_ids", c_void_p),
+        ("expert_usage_stats", c_void_p),
+        ("num_groups", c_int64),
+        ("max_rows_per_group", c_int64),
+        ("a_plane_split0", c_int64),
+        ("a_plane_split1", c_int64),
+        ("epilogue", c_int),
+        ("row_scale", c_void_p),  # const float *
+        ("config", POINTER(Config)),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.struct_size = ctypes.sizeof(GroupedMatmulArgs)
+
+
+class LibraryNotFoundError(OSError):
+    """libggemm.so could not be found or loaded."""
+
+
+# ---- loading ---------------------------------------------------------------
+
+
+def library_candidates(env: Optional[str] = None, package_dir: Optional[str] = None) -> List[Tuple[str, str]]:
+    """Where libggemm is looked for, in order, as (origin, path-or-name) pairs.
+
+    1. $GGEMM_LIBRARY: a file, or a directory holding libggemm.so. When it is
+       set, nothing else is tried (a wrong path is an error, not a fallback).
+    2. The package's own _lib/ directory (libggemm.so, then libggemm.so.*).
+    3. The system loader: libggemm.so.<major>, libggemm.so, and what
+       ctypes.util.find_library("ggemm") finds.
+    """
+    env = os.environ.get(ENV_LIBRARY, "") if env is None else env
+    package_dir = PACKAGE_LIB_DIR if package_dir is None else package_dir
+    if env:
+        path = os.path.join(env, "libggemm.so") if os.path.isdir(env) else env
+        return [(ENV_LIBRARY, path)]
+    found: List[Tuple[str, str]] = []
+    exact = os.path.join(package_dir, "libggemm.so")
+    versioned = sorted(glob.glob(os.path.join(package_dir, "libggemm.so.*")))
+    for path in ([exact] if os.path.exists(exact) else []) + versioned:
+        found.append(("package", path))
+    found.append(("system", f"libggemm.so.{HEADER_VERSION_MAJOR}"))
+    found.append(("system", "libggemm.so"))
+    by_find_library = ctypes.util.find_library("ggemm")
+    if by_find_library and by_find_library not in ("libggemm.so", f"libggemm.so.{HEADER_VERSION_MAJOR}"):
+        found.append(("system", by_find_library))
+    return found
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    lib.ggemm_version.restype = c_int
+    lib.ggemm_version.argtypes = []
+    lib.ggemm_status_string.restype = c_char_p
+    lib.ggemm_status_string.argtypes = [c_int]
+    lib.ggemm_last_error_message.restype = c_char_p
+    lib.ggemm_last_error_message.argtypes = []
+    lib.ggemm_create.restype = c_int
+    lib.ggemm_create.argtypes = [POINTER(c_void_p), c_int]
+    lib.ggemm_destroy.restype = c_int
+    lib.ggemm_destroy.argtypes = [c_void_p]
+    lib.ggemm_grouped_matmul.restype = c_int
+    lib.ggemm_grouped_matmul.argtypes = [c_void_p, POINTER(GroupedMatmulArgs), c_void_p]
+
+
+def open_library(path: str) -> ctypes.CDLL:
+    """Loads one libggemm file (or soname) and declares its functions; checks the ABI version."""
+    lib = ctypes.CDLL(path)
+    try:
+        _declare(lib)
+    except AttributeError as e:
+        raise LibraryNotFoundError(f"{path} is not libggemm (missing {e})") from None
+    version = lib.ggemm_version()
+    if version // 10000 != HEADER_VERSION_MAJOR:
+        raise LibraryNotFoundError(
+            f"{path} is ggemm {version // 10000}.{version // 100 % 100}.{version % 100}; these bindings "
+            f"need major version {HEADER_VERSION_MAJOR} (header {HEADER_VERSION})"
+        )
+    return lib
+
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_lib_path: Optional[str] = None
+
+
+def load_library(path: Optional[str] = None) -> ctypes.CDLL:
+    """Returns the loaded libggemm, loading it on first use.
+
+    With `path`, loads that file (replacing any library loaded before);
+    otherwise searches library_candidates().
+    """
+    global _lib, _lib_path
+    with _lock:
+        if path is not None:
+            _lib, _lib_path = open_library(path), path
+            return _lib
+        if _lib is not None:
+            return _lib
+        errors = []
+        for origin, candidate in library_candidates():
+            try:
+                lib = open_library(candidate)
+            except OSError as e:
+                if origin == ENV_LIBRARY:
+                    raise LibraryNotFoundError(f"{ENV_LIBRARY}={os.environ.get(ENV_LIBRARY)}: {e}") from None
+                errors.append(f"  {origin}: {candidate}: {e}")
+                continue
+            _lib, _lib_path = lib, candidate
+            return lib
+        raise LibraryNotFoundError(
+            "libggemm.so was not found. Set GGEMM_LIBRARY to its path (e.g. build/libggemm.so), "
+            "copy it into " + PACKAGE_LIB_DIR + ", or put its directory on LD_LIBRARY_PATH. Tried:\n"
+            + "\n".join(errors)
+        )
+
+
+def loaded_library_path() -> Optional[str]:
+    """The path (or soname) of the loaded library, None if not loaded yet."""
+    return _lib_path
+
+
+def status_string(status: int) -> str:
+    """ggemm_status_string, from the library when it is loaded, else from this mirror."""
+    if _lib is not None:
+        return _lib.ggemm_status_string(int(status)).decode("utf-8", "replace")
+    try:
+        return "GGEMM_STATUS_" + Status(status).name
+    except ValueError:
+        return "GGEMM_STATUS_<unknown>"
+
+
+def last_error_message() -> str:
+    """ggemm_last_error_message of this thread ("" when nothing failed or nothing is loaded)."""
+    if _lib is None:
+        return ""
+    return _lib.ggemm_last_error_message().decode("utf-8", "replace")
+
+
+__all__ = [
+    "Config",
+    "Dtype",
+    "Epilogue",
+    "GroupedMatmulArgs",
+    "LibraryNotFoundError",
+    "Status",
+    "library_candidates",
+    "load_library",
+    "loaded_library_path",
+    "open_library",
+    "status_string",
+    "last_error_message",
+]

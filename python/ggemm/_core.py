@@ -1,0 +1,415 @@
+"""Handles, errors and the grouped matmul call."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from ctypes import byref, c_void_p
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _capi
+from ._capi import Config, Dtype, Epilogue, GroupedMatmulArgs, Status
+from ._tensor import TensorInfo, cai_stream, describe, is_cupy_array, is_torch_tensor
+
+
+class GgemmError(RuntimeError):
+    """A ggemm call failed.
+
+    Attributes: status (a Status when known, else the int), status_name
+    (ggemm_status_string) and message (ggemm_last_error_message, which names
+    the offending argument).
+    """
+
+    def __init__(self, status: int, message: str = "") -> None:
+        try:
+            self.status: Union[Status, int] = Status(int(status))
+        except ValueError:
+            self.status = int(status)
+        self.status_name = _capi.status_string(int(status))
+        self.message = message
+        super().__init__(f"{self.status_name}: {message}" if message else self.status_name)
+
+    def __reduce__(self):  # picklable (e.g. across multiprocessing)
+        return (type(self), (int(self.status), self.message))
+
+
+def check(status: int) -> None:
+    """Raises GgemmError for a failed status, with this thread's last error message."""
+    if status != Status.SUCCESS:
+        raise GgemmError(status, _capi.last_error_message())
+
+
+def version() -> int:
+    """The loaded library's version (major * 10000 + minor * 100 + patch)."""
+    return int(_capi.load_library().ggemm_version())
+
+
+def status_string(status: int) -> str:
+    """ggemm_status_string(status)."""
+    _capi.load_library()
+    return _capi.status_string(status)
+
+
+def library_path() -> str:
+    """Where the loaded libggemm came from (loads it if needed)."""
+    _capi.load_library()
+    return str(_capi.loaded_library_path())
+
+
+# ---- handles ---------------------------------------------------------------
+
+
+class Handle:
+    """A ggemm handle on one CUDA device (ggemm_create / ggemm_destroy).
+
+    Creating one loads the driver and the kernels; without a driver or a GPU it
+    raises GgemmError (DRIVER_NOT_FOUND, NO_DEVICE or UNSUPPORTED_DEVICE).
+    Use it as a context manager or call close(); close() must come after the
+    work enqueued with the handle has finished.
+    """
+
+    def __init__(self, device: int = 0) -> None:
+        self._lib = _capi.load_library()
+        self._ptr: Optional[int] = None
+        self.device = int(device)
+        raw = c_void_p()
+        check(self._lib.ggemm_create(byref(raw), self.device))
+        self._ptr = raw.value
+
+    @property
+    def ptr(self) -> int:
+        """The raw ggemm_handle_t, for passing to other C code."""
+        if not self._ptr:
+            raise ValueError("the handle is closed")
+        return self._ptr
+
+    @property
+    def closed(self) -> bool:
+        return not self._ptr
+
+    def close(self) -> None:
+        ptr, self._ptr = self._ptr, None
+        if ptr:
+            check(self._lib.ggemm_destroy(ptr))
+
+    def __enter__(self) -> "Handle":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else hex(self._ptr or 0)
+        return f"ggemm.Handle(device={self.device}, {state})"
+
+    def grouped_matmul(self, *args: Any, **kwargs: Any) -> Any:
+        """grouped_matmul(...) on this handle."""
+        return grouped_matmul(*args, handle=self, **kwargs)
+
+
+_default_lock = threading.Lock()
+_default_handles: Dict[int, Handle] = {}
+
+
+def default_handle(device: int = 0) -> Handle:
+    """The process-wide handle of `device`, created on first use and kept until exit.
+
+    It is never destroyed: work may be in flight when the interpreter exits,
+    and the driver releases everything with the process.
+    """
+    with _default_lock:
+        h = _default_handles.get(device)
+        if h is None:
+            h = Handle(device)
+            _default_handles[device] = h
+        return h
+
+
+# ---- streams ---------------------------------------------------------------
+
+
+def stream_handle(stream: Any) -> int:
+    """A CUDA stream handle as an int, from an int, a torch.cuda.Stream
+    (.cuda_stream), a CuPy stream (.ptr), an object with __cuda_stream__, or a
+    ctypes pointer. 0 is the legacy default stream."""
+    if stream is None:
+        return 0
+    if isinstance(stream, bool):
+        raise TypeError("stream: expected a CUDA stream or an int handle, got a bool")
+    if isinstance(stream, int):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        _version, handle = stream.__cuda_stream__()
+        return int(handle)
+    for attr in ("cuda_stream", "ptr", "handle"):
+        v = getattr(stream, attr, None)
+        if isinstance(v, int):
+            return v
+    if isinstance(stream, ctypes.c_void_p):
+        return int(stream.value or 0)
+    raise TypeError(f"stream: cannot read a CUDA stream handle from {type(stream).__name__}")
+
+
+def resolve_stream(stream: Any, tensors: Sequence[Any]) -> int:
+    """The stream to enqueue on: `stream` if given; else the current PyTorch
+    stream of the first torch tensor's device; else CuPy's current stream;
+    else the stream that __cuda_array_interface__ v3 producers name (when they
+    agree); else 0, the legacy default stream."""
+    if stream is not None:
+        return stream_handle(stream)
+    present = [t for t in tensors if t is not None]
+    for t in present:
+        if is_torch_tensor(t) and getattr(t, "is_cuda", False):
+            import torch  # the caller's own torch: already imported
+
+            return int(torch.cuda.current_stream(t.device).cuda_stream)
+    if any(is_cupy_array(t) for t in present):
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    streams = {s for s in (cai_stream(t) for t in present) if s is not None}
+    if len(streams) == 1:
+        return streams.pop()  # CAI's 1 and 2 are also the driver's legacy / per-thread handles
+    return 0
+
+
+# ---- arguments -------------------------------------------------------------
+
+_OPERAND_DTYPES = {"bfloat16": Dtype.BF16, "float16": Dtype.FP16}
+_OUTPUT_DTYPES = {"bfloat16": Dtype.BF16, "float16": Dtype.FP16, "float32": Dtype.FP32}
+_INDEX_DTYPES = ("int32", "uint32")
+_EPILOGUE_NAMES = {
+    "store": Epilogue.STORE,
+    "accumulate": Epilogue.ACCUMULATE,
+    "row_scale": Epilogue.ROW_SCALE,
+    "rowscale": Epilogue.ROW_SCALE,
+}
+
+
+def parse_epilogue(epilogue: Union[str, int, Epilogue]) -> Epilogue:
+    if isinstance(epilogue, str):
+        key = epilogue.strip().lower().replace("-", "_")
+        if key not in _EPILOGUE_NAMES:
+            raise ValueError(f"epilogue={epilogue!r}: expected 'store', 'accumulate' or 'row_scale'")
+        return _EPILOGUE_NAMES[key]
+    try:
+        return Epilogue(int(epilogue))
+    except (TypeError, ValueError):
+        raise ValueError(f"epilogue={epilogue!r}: expected 'store', 'accumulate' or 'row_scale'") from None
+
+
+@dataclass
+class BuiltArgs:
+    """A filled ggemm_grouped_matmul_args, the device the tensors live on (None
+    if no tensor says), and what must stay alive until the call returns."""
+
+    args: GroupedMatmulArgs
+    device: Optional[int]
+    tensors: Dict[str, TensorInfo]
+    keepalive: List[Any] = field(default_factory=list)
+
+
+def _need(info: TensorInfo, ndim: int, dtypes: Sequence[str], what: str) -> None:
+    if len(info.shape) != ndim:
+        raise ValueError(f"{info.name}: expected {ndim}-D ({what}), got shape {info.shape}")
+    if info.dtype not in dtypes:
+        raise TypeError(f"{info.name}: dtype {info.dtype} is not allowed here ({what}: {' or '.join(dtypes)})")
+    if not info.is_contiguous():
+        raise ValueError(
+            f"{info.name}: ggemm needs a densely packed row-major (C-contiguous) tensor; got shape "
+            f"{info.shape} with strides {info.strides} (in elements). Make a contiguous copy first "
+            "(e.g. .contiguous() in PyTorch, cupy.ascontiguousarray)."
+        )
+
+
+def _build_args(
+    a: Any,
+    b: Any,
+    out: Any,
+    a_offsets: Any,
+    expert_ids: Any,
+    usage_stats: Any,
+    *,
+    transpose_b: bool = True,
+    epilogue: Union[str, int, Epilogue] = "store",
+    row_scale: Any = None,
+    num_groups: Optional[int] = None,
+    max_rows_per_group: int = 0,
+    plane_splits: Tuple[int, int] = (0, 0),
+    config: Union[None, Config, Mapping[str, int]] = None,
+    stream: int = 0,
+) -> BuiltArgs:
+    """Reads the tensors and fills a GroupedMatmulArgs; no GPU and no library needed.
+
+    Checks here are those the C library cannot make (it sees bare pointers):
+    dtypes, ranks, contiguity, shapes that must agree, one device. Ranges and
+    multiples (n and k multiples of 8, alignment, group count) are the
+    library's, so that its message is the one users see.
+    """
+    epi = parse_epilogue(epilogue)
+    named = {
+        "a": a,
+        "b": b,
+        "out": out,
+        "a_offsets": a_offsets,
+        "expert_ids": expert_ids,
+        "usage_stats": usage_stats,
+    }
+    if row_scale is not None:
+        named["row_scale"] = row_scale
+    infos = {name: describe(obj, name, stream) for name, obj in named.items()}
+    ia, ib, ic = infos["a"], infos["b"], infos["out"]
+    io, ie, iu = infos["a_offsets"], infos["expert_ids"], infos["usage_stats"]
+
+    _need(ia, 2, list(_OPERAND_DTYPES), "activations [M, K]")
+    _need(ib, 3, list(_OPERAND_DTYPES), "weights [E, N, K] if transpose_b else [E, K, N]")
+    _need(ic, 2, list(_OUTPUT_DTYPES), "output [M, N]")
+    _need(io, 1, _INDEX_DTYPES, "group offsets [num_groups + 1]")
+    _need(ie, 1, ("int32",), "expert ids [num_groups]")
+    _need(iu, 1, _INDEX_DTYPES, "usage stats [2]: max rows in a group, active groups")
+    if ib.dtype != ia.dtype:
+        raise TypeError(f"b: dtype {ib.dtype} differs from a's {ia.dtype}; both operands share one dtype")
+    if ic.readonly:
+        raise ValueError("out: the array is read-only")
+
+    m, n = ic.shape
+    k = ia.shape[1]
+    split0, split1 = (int(s) for s in plane_splits)
+    planes = 3 if (split0, split1) != (0, 0) else 1
+    if ia.shape[0] != planes * m:
+        need = f"3 * {m} (plane splits are on)" if planes == 3 else f"{m}"
+        raise ValueError(f"a: has {ia.shape[0]} rows; out has {m}, so a needs {need}")
+    num_experts = ib.shape[0]
+    expect_b = (num_experts, n, k) if transpose_b else (num_experts, k, n)
+    if ib.shape != expect_b:
+        layout = "[E, N, K] (transpose_b=True)" if transpose_b else "[E, K, N] (transpose_b=False)"
+        raise ValueError(f"b: shape {ib.shape} does not match {layout} = {expect_b} for a {ia.shape} and out {ic.shape}")
+
+    capacity = io.shape[0] - 1
+    groups = capacity if num_groups is None else int(num_groups)
+    if capacity < 1:
+        raise ValueError(f"a_offsets: needs num_groups + 1 >= 2 entries, has {io.shape[0]}")
+    if groups > capacity:
+        raise ValueError(f"num_groups={groups}: a_offsets holds only {capacity} groups ({io.shape[0]} entries)")
+    if ie.shape[0] < groups:
+        raise ValueError(f"expert_ids: has {ie.shape[0]} entries, num_groups is {groups}")
+    if iu.shape[0] < 2:
+        raise ValueError(f"usage_stats: needs 2 entries (max rows in a group, active groups), has {iu.shape[0]}")
+
+    if epi == Epilogue.ROW_SCALE:
+        if row_scale is None:
+            raise ValueError("epilogue='row_scale' needs row_scale, a float32 device array of M entries")
+        isc = infos["row_scale"]
+        _need(isc, 1, ("float32",), "per-row scale [M]")
+        if isc.shape[0] < m:
+            raise ValueError(f"row_scale: has {isc.shape[0]} entries, M is {m}")
+    elif row_scale is not None:
+        raise ValueError(f"row_scale is read only by epilogue='row_scale' (epilogue is {epi.name.lower()!r})")
+
+    devices = {i.device for i in infos.values() if i.device is not None}
+    if len(devices) > 1:
+        where = ", ".join(f"{i.name}: cuda:{i.device}" for i in infos.values() if i.device is not None)
+        raise ValueError(f"tensors are on different devices ({where})")
+    device = devices.pop() if devices else None
+
+    args = GroupedMatmulArgs()
+    args.a_dtype = _OPERAND_DTYPES[ia.dtype]
+    args.b_dtype = _OPERAND_DTYPES[ib.dtype]
+    args.c_dtype = _OUTPUT_DTYPES[ic.dtype]
+    args.m, args.n, args.k, args.num_experts = m, n, k, num_experts
+    args.a, args.b, args.c = ia.ptr or None, ib.ptr or None, ic.ptr or None
+    args.transpose_b = 1 if transpose_b else 0
+    args.a_offsets, args.expert_ids, args.expert_usage_stats = io.ptr or None, ie.ptr or None, iu.ptr or None
+    args.num_groups = groups
+    args.max_rows_per_group = int(max_rows_per_group)
+    args.a_plane_split0, args.a_plane_split1 = split0, split1
+    args.epilogue = int(epi)
+    if row_scale is not None:
+        args.row_scale = infos["row_scale"].ptr or None
+    keepalive: List[Any] = [i.keepalive for i in infos.values() if i.keepalive]
+    if config is not None:
+        cfg = config if isinstance(config, Config) else Config(**dict(config))
+        args.config = ctypes.pointer(cfg)
+        keepalive.append(cfg)
+    return BuiltArgs(args=args, device=device, tensors=infos, keepalive=keepalive)
+
+
+def grouped_matmul(
+    a: Any,
+    b: Any,
+    out: Any,
+    a_offsets: Any,
+    expert_ids: Any,
+    usage_stats: Any,
+    *,
+    transpose_b: bool = True,
+    epilogue: Union[str, int, Epilogue] = "store",
+    row_scale: Any = None,
+    num_groups: Optional[int] = None,
+    max_rows_per_group: int = 0,
+    plane_splits: Tuple[int, int] = (0, 0),
+    config: Union[None, Config, Mapping[str, int]] = None,
+    stream: Any = None,
+    handle: Optional[Handle] = None,
+) -> Any:
+    """Enqueues one grouped matrix product; returns `out`.
+
+    For row m of group g (rows a_offsets[g] .. a_offsets[g+1]) and column n:
+        out[m, n] = sum_k a[m, k] * W[expert_ids[g]][n, k]
+    with W[e] = b[e] ([E, N, K], transpose_b=True) or b[e].T ([E, K, N]).
+    Rows of groups whose expert id is -1 are zeroed.
+
+    a           [M, K] (or [3*M, K] with plane_splits) bf16/fp16, rows sorted by group
+    b           [E, N, K] or [E, K, N], a's dtype
+    out         [M, N] bf16, fp16 or fp32, written in place
+    a_offsets   int32/uint32 [num_groups + 1] device prefix sums, a_offsets[0] == 0
+    expert_ids  int32 [num_groups], -1 = inactive group
+    usage_stats int32/uint32 [2] on the device: max rows in any group, active groups
+    epilogue    'store', 'accumulate' (out += result) or 'row_scale' (out = row_scale[m] * result)
+    row_scale   float32 [M], for epilogue='row_scale'
+    num_groups  capacity of the group arrays; default len(a_offsets) - 1
+    max_rows_per_group  a host upper bound on rows in a group (launch sizing); 0 = M
+    plane_splits (s0, s1): output column n reads activation plane (n >= s0) + (n >= s1)
+    config      None (automatic), a ggemm.Config, or a dict of its fields
+    stream      a CUDA stream (int handle, torch.cuda.Stream, CuPy stream); default:
+                the caller's current PyTorch / CuPy stream, else the legacy default stream
+    handle      a ggemm.Handle; default: one shared handle per device
+
+    Tensors may be PyTorch CUDA tensors, CuPy arrays, or anything exposing
+    __cuda_array_interface__ or DLPack; they must be C-contiguous. Nothing is
+    synchronised: the call can be captured in a CUDA graph. Raises GgemmError
+    (from the library), or TypeError / ValueError for tensors it cannot use.
+    """
+    tensors = (a, b, out, a_offsets, expert_ids, usage_stats, row_scale)
+    s = resolve_stream(stream, tensors)
+    built = _build_args(
+        a,
+        b,
+        out,
+        a_offsets,
+        expert_ids,
+        usage_stats,
+        transpose_b=transpose_b,
+        epilogue=epilogue,
+        row_scale=row_scale,
+        num_groups=num_groups,
+        max_rows_per_group=max_rows_per_group,
+        plane_splits=plane_splits,
+        config=config,
+        stream=s,
+    )
+    if handle is None:
+        handle = default_handle(built.device if built.device is not None else 0)
+    elif built.device is not None and handle.device != built.device:
+        raise ValueError(f"the tensors are on cuda:{built.device} but the handle is on device {handle.device}")
+    status = handle._lib.ggemm_grouped_matmul(handle.ptr, byref(built.args), s or None)
+    check(status)
+    del built  # the DLPack capsules may go now: the launch has read every pointer
+    return out
