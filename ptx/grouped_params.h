@@ -10,11 +10,21 @@ namespace ggemm {
 // Epilogue codes as the kernels see them (the C ABI's ggemm_epilogue values).
 enum : uint32_t { kEpilogueStore = 0, kEpilogueAccumulate = 1, kEpilogueRowScale = 2 };
 
+// Where a segment's outputs live: output (m, n) of segment s is element
+// m * ld + (n - col_offset) of base. One view per segment lets a single launch
+// route Q/K/V to different tensors (LoRA expand) or permute columns into
+// planes (LoRA shrink); a plain grouped matmul has three views of one C.
+struct OutputView {
+  void *base;
+  uint32_t ld;          // elements between rows
+  uint32_t col_offset;  // the segment's first column
+};
+
 struct GroupedGemmParams {
   CUtensorMap tmap_tokens;   // activations [planes * M, K], box {tile_k, tile_m}
   CUtensorMap tmap_weights;  // weights, 3-D: {K, N, E} (K-major) or {N, K, E}
-  CUtensorMap tmap_c;        // output [M, N], box {128 bytes of columns, tile_m}
-  void *c;                   // output base, for the masked edge stores
+  CUtensorMap tmap_out[3];   // per segment: [rows, width], box {128 bytes, staged tokens}
+  OutputView out[3];         // per segment, for the masked edge stores
   const float *row_scale;    // [M], kEpilogueRowScale only
   const uint32_t *a_offsets;
   const int32_t *expert_ids;
@@ -22,7 +32,9 @@ struct GroupedGemmParams {
   uint32_t num_groups;
   uint32_t m, n, k;
   uint32_t num_experts;
-  uint32_t split0, split1;  // plane splits (0, 0 = off)
+  uint32_t split0, split1;  // segment splits (0, 0 = one segment)
+  uint32_t a_planes;        // 1: segment s reads activation rows m + s * M
+  float alpha;              // multiplies every result (LoRA scale; 1 otherwise)
   uint32_t epilogue;
   uint32_t stages;
   uint32_t swizzle_bytes;  // 128, 64 or 32: one K-major smem row; tile_k = swizzle_bytes / 2

@@ -5,9 +5,11 @@
 // Work is enumerated group by group (groups in order, active ones only:
 // g < min(expert_usage_stats[1], num_groups)). A group of R rows owns
 // ceil(R / tile_m) row blocks times the feature blocks of N. N is cut into
-// up to three segments at the activation plane splits, [0, s0), [s0, s1),
-// [s1, N), each tiled by tile_n from its own start, so no tile straddles a
-// plane boundary (a tile's last block may be partial).
+// up to three segments at the splits, [0, s0), [s0, s1), [s1, N), each tiled
+// by tile_n from its own start, so no tile straddles a segment boundary (a
+// tile's last block may be partial). A segment can select an activation
+// plane (LoRA expand's Q/K/V planes) and has its own output view (Q/K/V
+// routing, planar permute).
 //
 // Order within a group: bands of kBandRowBlocks row blocks; inside a band the
 // row block varies fastest, then the column block. CTAs running side by side
@@ -32,7 +34,7 @@ struct GroupedTile {
   uint32_t rows;       // valid rows, 1..tile_m
   uint32_t col0;       // first output column (feature) of the tile
   uint32_t cols;       // valid columns, 1..tile_n
-  uint32_t plane;      // activation plane of every column of the tile
+  uint32_t segment;    // segment (0..2) of every column of the tile
 };
 
 struct GroupedProblem {
@@ -42,7 +44,7 @@ struct GroupedProblem {
   uint32_t m;                 // rows of C
   uint32_t n;                 // columns of C
   uint32_t num_experts;
-  uint32_t split0, split1;    // plane splits; both 0 = one segment
+  uint32_t split0, split1;    // segment splits; both 0 = one segment
 };
 
 // The number of groups a launch walks: the device-side active count, never
@@ -110,7 +112,7 @@ class GroupedTileScheduler {
     out->col0 = seg_start + cb * tile_n_;
     uint32_t cols_left = seg_end - out->col0;
     out->cols = cols_left < tile_n_ ? cols_left : tile_n_;
-    out->plane = seg;
+    out->segment = seg;
     return true;
   }
 

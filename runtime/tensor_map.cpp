@@ -20,7 +20,7 @@ ggemm_status encode_tensor_map(const Driver &drv, const TensorMapSpec &s, CUtens
     dims[i] = s.dims[i];
     box[i] = s.box[i];
     if (i > 0) strides[i - 1] = stride;
-    stride *= s.dims[i];
+    stride *= (i == 0 && s.row_pitch) ? s.row_pitch : s.dims[i];
   }
   CUresult r = drv.cuTensorMapEncodeTiled(out, s.dtype, s.rank, const_cast<void *>(s.base), dims, strides, box,
                                           elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, s.swizzle,

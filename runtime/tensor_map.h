@@ -20,6 +20,7 @@ struct TensorMapSpec {
   uint64_t dims[3];
   uint32_t box[3];
   CUtensorMapSwizzle swizzle;
+  uint64_t row_pitch = 0;  // elements between consecutive rows (dim 1); 0 = dims[0] (packed)
 };
 
 ggemm_status encode_tensor_map(const Driver &drv, const TensorMapSpec &spec, CUtensorMap *out);

@@ -65,7 +65,7 @@ void segment_of(const Routing &r, uint32_t c, uint32_t *start, uint32_t *end) {
 std::string describe(const GroupedTile &t) {
   std::ostringstream s;
   s << "{group " << t.group << ", expert " << t.expert << ", rows [" << t.row0 << ", +" << t.rows << "), cols ["
-    << t.col0 << ", +" << t.cols << "), plane " << t.plane << "}";
+    << t.col0 << ", +" << t.cols << "), plane " << t.segment << "}";
   return s.str();
 }
 
@@ -119,8 +119,8 @@ void check_launch(const Routing &r, uint32_t tile_m, uint32_t grid) {
       segment_of(r, tile.col0, &s_start, &s_end);
       const uint32_t last_col = tile.col0 + tile.cols - 1;
       if (last_col >= s_end) fail_once("tile straddles a plane split: " + d);
-      if (tile.plane != plane_of(r, tile.col0) || tile.plane != plane_of(r, last_col))
-        fail_once("plane " + std::to_string(tile.plane) + " is not the plane of its columns: " + d);
+      if (tile.segment != plane_of(r, tile.col0) || tile.segment != plane_of(r, last_col))
+        fail_once("plane " + std::to_string(tile.segment) + " is not the plane of its columns: " + d);
       // Column blocks start at tile_n steps from their segment's start and are
       // as wide as the segment allows (header: "each tiled by tile_n from its
       // own start").

@@ -169,6 +169,85 @@ typedef struct ggemm_grouped_matmul_args {
   const ggemm_config *config; /* NULL = automatic */
 } ggemm_grouped_matmul_args;
 
+/*
+ * Arguments of ggemm_lora_shrink_qkv (DESIGN.md section 1.3): the LoRA-A
+ * down-projection of Q, K and V in one launch, written planar.
+ *
+ * For row m of group g (adapter a = adapter_ids[g]) and fused column
+ * c in [0, 3R):  P[c / R, m, c % R] (op)= scale * sum_k X[m, k] * A[a][c, k]
+ * where (op) is = or += (accumulate). Rows of inactive groups (adapter -1)
+ * are written as zeros (or left unchanged when accumulating); rows in no
+ * group are never written.
+ */
+typedef struct ggemm_lora_shrink_qkv_args {
+  size_t struct_size; /* sizeof(ggemm_lora_shrink_qkv_args) */
+
+  ggemm_dtype x_dtype; /* bf16 or fp16; lora_a has the same dtype */
+  ggemm_dtype p_dtype; /* bf16, fp16 or fp32 */
+
+  int64_t m;            /* tokens; 0 is a no-op */
+  int64_t k;            /* hidden size; a multiple of 8 */
+  int64_t rank;         /* R; a multiple of 8 */
+  int64_t num_adapters; /* G, the first dimension of lora_a */
+
+  const void *x;      /* [M, K] */
+  const void *lora_a; /* [G, 3 * R, K]: rows [0, R) q, [R, 2R) k, [2R, 3R) v */
+  void *p;            /* [3, M, R] */
+
+  const uint32_t *a_offsets;          /* [num_groups + 1], as in grouped_matmul */
+  const int32_t *adapter_ids;         /* [num_groups], -1 = no adapter */
+  const uint32_t *expert_usage_stats; /* [2]: max rows in a group, active groups */
+  int64_t num_groups;
+  int64_t max_rows_per_group; /* 0 = M */
+
+  float scale;    /* multiplies the result (1.0f for none); finite */
+  int accumulate; /* 0: P = result; 1: P += result (one rounding) */
+
+  const ggemm_config *config; /* NULL = automatic */
+} ggemm_lora_shrink_qkv_args;
+
+/*
+ * Arguments of ggemm_lora_expand_qkv (DESIGN.md section 1.2): the LoRA-B
+ * up-projection of Q, K and V (grouped-query attention: q_dim != kv_dim
+ * allowed) in one launch.
+ *
+ * For row m of group g (adapter a) and fused column j in [0, q_dim + 2 kv_dim):
+ *   j < q_dim:               q_out[m, j]                    (op)= scale * P[0, m, :] . B[a][j, :]
+ *   j < q_dim + kv_dim:      kv_out[m, j - q_dim]           (op)= scale * P[1, m, :] . B[a][j, :]
+ *   otherwise:               kv_out[M + m, j - q_dim - kv_dim] (op)= scale * P[2, m, :] . B[a][j, :]
+ * K goes to rows [0, M) of kv_out and V to rows [M, 2M). Inactive groups and
+ * rows in no group are handled as in ggemm_lora_shrink_qkv.
+ */
+typedef struct ggemm_lora_expand_qkv_args {
+  size_t struct_size; /* sizeof(ggemm_lora_expand_qkv_args) */
+
+  ggemm_dtype p_dtype;   /* bf16 or fp16; lora_b has the same dtype */
+  ggemm_dtype out_dtype; /* bf16, fp16 or fp32: q_out and kv_out */
+
+  int64_t m;            /* tokens; 0 is a no-op */
+  int64_t rank;         /* R; a multiple of 8 */
+  int64_t q_dim;        /* a multiple of 8 */
+  int64_t kv_dim;       /* a multiple of 8 */
+  int64_t num_adapters; /* G, the first dimension of lora_b */
+
+  const void *p;      /* [3, M, R], as ggemm_lora_shrink_qkv writes it */
+  const void *lora_b; /* [G, q_dim + 2 * kv_dim, R] */
+  void *q_out;        /* [M, q_dim] */
+  void *kv_out;       /* [2 * M, kv_dim] */
+
+  const uint32_t *a_offsets;
+  const int32_t *adapter_ids;
+  const uint32_t *expert_usage_stats;
+  int64_t num_groups;
+  int64_t max_rows_per_group;
+
+  float scale;    /* multiplies the result (e.g. alpha / rank; 1.0f for none) */
+  int accumulate; /* 1: q_out/kv_out += result, so the LoRA delta adds into the
+                     base projection's outputs without another pass */
+
+  const ggemm_config *config; /* NULL = automatic */
+} ggemm_lora_expand_qkv_args;
+
 /* Opaque per-device handle. Safe to share between host threads. */
 typedef struct ggemm_handle_st *ggemm_handle_t;
 
@@ -203,6 +282,22 @@ GGEMM_API ggemm_status ggemm_destroy(ggemm_handle_t handle);
 GGEMM_API ggemm_status ggemm_grouped_matmul(ggemm_handle_t handle,
                                             const ggemm_grouped_matmul_args *args,
                                             ggemm_stream_t stream);
+
+/*
+ * Enqueues the LoRA-A shrink of Q, K and V (one launch). Asynchronous.
+ * Returns the statuses of ggemm_grouped_matmul; the message names the
+ * offending field of ggemm_lora_shrink_qkv_args.
+ */
+GGEMM_API ggemm_status ggemm_lora_shrink_qkv(ggemm_handle_t handle, const ggemm_lora_shrink_qkv_args *args,
+                                             ggemm_stream_t stream);
+
+/*
+ * Enqueues the LoRA-B expand of Q, K and V into q_out and kv_out (one
+ * launch). Asynchronous. Returns the statuses of ggemm_grouped_matmul; the
+ * message names the offending field of ggemm_lora_expand_qkv_args.
+ */
+GGEMM_API ggemm_status ggemm_lora_expand_qkv(ggemm_handle_t handle, const ggemm_lora_expand_qkv_args *args,
+                                             ggemm_stream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

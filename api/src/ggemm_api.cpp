@@ -33,6 +33,29 @@ ggemm_status guarded(F &&body) {
 
 bool valid_handle(ggemm_handle_t h) { return h && h->magic == ggemm_handle_st::kMagic && h->device; }
 
+ggemm_status check_handle(ggemm_handle_t h) {
+  if (!valid_handle(h)) return ggemm::fail(GGEMM_STATUS_INVALID_HANDLE, "handle is NULL or was not made by ggemm_create");
+  return GGEMM_STATUS_SUCCESS;
+}
+
+size_t bytes_of(ggemm_dtype t) { return t == GGEMM_DTYPE_FP32 ? 4 : 2; }
+
+// A view of the whole of C for every segment (plain grouped matmul).
+void view_all(ggemm::GroupedLaunch &l, void *c, int64_t m, int64_t n) {
+  for (auto &v : l.views) v = ggemm::OutputViewDesc{c, n, 0, m, n};
+}
+
+// The routing and config fields every operation shares.
+template <typename Args>
+void copy_routing(ggemm::GroupedLaunch &l, const Args &a, const int32_t *ids) {
+  l.a_offsets = a.a_offsets;
+  l.expert_ids = ids;
+  l.usage_stats = a.expert_usage_stats;
+  l.num_groups = a.num_groups;
+  l.max_rows_per_group = a.max_rows_per_group;
+  l.config = a.config;
+}
+
 }  // namespace
 
 extern "C" int ggemm_version(void) { return GGEMM_VERSION; }
@@ -71,9 +94,90 @@ extern "C" ggemm_status ggemm_grouped_matmul(ggemm_handle_t handle, const ggemm_
     // Arguments first: their checks need no device, so a caller learns what
     // is wrong with a call even before it has a handle.
     GGEMM_TRY(ggemm::validate_grouped_matmul_args(args));
-    if (!valid_handle(handle))
-      return ggemm::fail(GGEMM_STATUS_INVALID_HANDLE, "handle is NULL or was not made by ggemm_create");
+    GGEMM_TRY(check_handle(handle));
     if (args->m == 0) return GGEMM_STATUS_SUCCESS;
-    return ggemm::launch_grouped_matmul(*handle->device, *args, reinterpret_cast<CUstream>(stream));
+    const ggemm_grouped_matmul_args &a = *args;
+    const bool planes = a.a_plane_split0 != 0 || a.a_plane_split1 != 0;
+    ggemm::GroupedLaunch l{};
+    l.op = "grouped_matmul";
+    l.in_dtype = a.a_dtype;
+    l.out_dtype = a.c_dtype;
+    l.m = a.m, l.n = a.n, l.k = a.k, l.num_experts = a.num_experts;
+    l.a = a.a;
+    l.a_rows = planes ? 3 * a.m : a.m;
+    l.b = a.b;
+    l.transpose_b = a.transpose_b != 0;
+    l.split0 = a.a_plane_split0, l.split1 = a.a_plane_split1;
+    l.a_planes = planes;
+    view_all(l, a.c, a.m, a.n);
+    copy_routing(l, a, a.expert_ids);
+    l.epilogue = a.epilogue;
+    l.row_scale = a.row_scale;
+    l.alpha = 1.f;
+    return ggemm::launch_grouped(*handle->device, l, reinterpret_cast<CUstream>(stream));
+  });
+}
+
+// LoRA-A shrink: the grouped GEMM over fused columns [0, 3R) of lora_a, cut
+// into three R-wide segments whose views are the planes of P.
+extern "C" ggemm_status ggemm_lora_shrink_qkv(ggemm_handle_t handle, const ggemm_lora_shrink_qkv_args *args,
+                                              ggemm_stream_t stream) {
+  return guarded([&] {
+    GGEMM_TRY(ggemm::validate_lora_shrink_args(args));
+    GGEMM_TRY(check_handle(handle));
+    if (args->m == 0) return GGEMM_STATUS_SUCCESS;
+    const ggemm_lora_shrink_qkv_args &a = *args;
+    const int64_t r = a.rank;
+    ggemm::GroupedLaunch l{};
+    l.op = "lora_shrink_qkv";
+    l.in_dtype = a.x_dtype;
+    l.out_dtype = a.p_dtype;
+    l.m = a.m, l.n = 3 * r, l.k = a.k, l.num_experts = a.num_adapters;
+    l.a = a.x;
+    l.a_rows = a.m;
+    l.b = a.lora_a;
+    l.transpose_b = true;
+    l.split0 = r, l.split1 = 2 * r;
+    l.a_planes = false;
+    for (int s = 0; s < 3; ++s)
+      l.views[s] = ggemm::OutputViewDesc{static_cast<char *>(a.p) + size_t(s) * a.m * r * bytes_of(a.p_dtype), r,
+                                         s * r, a.m, r};
+    copy_routing(l, a, a.adapter_ids);
+    l.epilogue = a.accumulate ? GGEMM_EPILOGUE_ACCUMULATE : GGEMM_EPILOGUE_STORE;
+    l.alpha = a.scale;
+    return ggemm::launch_grouped(*handle->device, l, reinterpret_cast<CUstream>(stream));
+  });
+}
+
+// LoRA-B expand: the grouped GEMM over fused columns [0, q + 2 kv) of
+// lora_b; segment s reads plane s of P and writes q_out, kv_out's K rows or
+// kv_out's V rows.
+extern "C" ggemm_status ggemm_lora_expand_qkv(ggemm_handle_t handle, const ggemm_lora_expand_qkv_args *args,
+                                              ggemm_stream_t stream) {
+  return guarded([&] {
+    GGEMM_TRY(ggemm::validate_lora_expand_args(args));
+    GGEMM_TRY(check_handle(handle));
+    if (args->m == 0) return GGEMM_STATUS_SUCCESS;
+    const ggemm_lora_expand_qkv_args &a = *args;
+    const int64_t q = a.q_dim, kv = a.kv_dim;
+    ggemm::GroupedLaunch l{};
+    l.op = "lora_expand_qkv";
+    l.in_dtype = a.p_dtype;
+    l.out_dtype = a.out_dtype;
+    l.m = a.m, l.n = q + 2 * kv, l.k = a.rank, l.num_experts = a.num_adapters;
+    l.a = a.p;
+    l.a_rows = 3 * a.m;
+    l.b = a.lora_b;
+    l.transpose_b = true;
+    l.split0 = q, l.split1 = q + kv;
+    l.a_planes = true;
+    char *v_rows = static_cast<char *>(a.kv_out) + size_t(a.m) * kv * bytes_of(a.out_dtype);
+    l.views[0] = ggemm::OutputViewDesc{a.q_out, q, 0, a.m, q};
+    l.views[1] = ggemm::OutputViewDesc{a.kv_out, kv, q, a.m, kv};
+    l.views[2] = ggemm::OutputViewDesc{v_rows, kv, q + kv, a.m, kv};
+    copy_routing(l, a, a.adapter_ids);
+    l.epilogue = a.accumulate ? GGEMM_EPILOGUE_ACCUMULATE : GGEMM_EPILOGUE_STORE;
+    l.alpha = a.scale;
+    return ggemm::launch_grouped(*handle->device, l, reinterpret_cast<CUstream>(stream));
   });
 }

@@ -1,5 +1,6 @@
 #include "api/src/validate.h"
 
+#include <cmath>
 #include <cstdint>
 
 #include "runtime/status.h"
@@ -34,6 +35,48 @@ ggemm_status check_dim(int64_t v, const char *name, bool multiple_of_8) {
                 "%s = %lld: must be a multiple of 8 (rows must be 16-byte aligned for the tensor-memory "
                 "accelerator)",
                 name, (long long)v);
+  return GGEMM_STATUS_SUCCESS;
+}
+
+ggemm_status check_operand_dtype(ggemm_dtype t, const char *name) {
+  if (t != GGEMM_DTYPE_BF16 && t != GGEMM_DTYPE_FP16)
+    return fail(GGEMM_STATUS_INVALID_DTYPE, "%s = %d: operands must be bf16 or fp16", name, int(t));
+  return GGEMM_STATUS_SUCCESS;
+}
+
+ggemm_status check_output_dtype(ggemm_dtype t, const char *name) {
+  if (t != GGEMM_DTYPE_BF16 && t != GGEMM_DTYPE_FP16 && t != GGEMM_DTYPE_FP32)
+    return fail(GGEMM_STATUS_INVALID_DTYPE, "%s = %d: outputs must be bf16, fp16 or fp32", name, int(t));
+  return GGEMM_STATUS_SUCCESS;
+}
+
+ggemm_status check_rows(int64_t m) {
+  if (m < 0 || m >= kMaxDim)
+    return fail(GGEMM_STATUS_INVALID_DIMENSION, "m = %lld: must be in [0, 2^31)", (long long)m);
+  return GGEMM_STATUS_SUCCESS;
+}
+
+// The routing arrays and bounds every grouped operation shares; pointers
+// only when they will be read (m > 0).
+ggemm_status check_groups(int64_t m, const uint32_t *a_offsets, const int32_t *ids, const char *ids_name,
+                          const uint32_t *stats, int64_t num_groups, int64_t max_rows) {
+  if (max_rows < 0)
+    return fail(GGEMM_STATUS_INVALID_DIMENSION, "max_rows_per_group = %lld: must be >= 0 (0 = m)", (long long)max_rows);
+  if (num_groups < 1 || num_groups > GGEMM_MAX_GROUPS)
+    return fail(GGEMM_STATUS_INVALID_GROUP_COUNT, "num_groups = %lld: must be in [1, %d]", (long long)num_groups,
+                GGEMM_MAX_GROUPS);
+  if (m == 0) return GGEMM_STATUS_SUCCESS;
+  GGEMM_TRY(check_index_array(a_offsets, "a_offsets"));
+  GGEMM_TRY(check_index_array(ids, ids_name));
+  GGEMM_TRY(check_index_array(stats, "expert_usage_stats"));
+  return GGEMM_STATUS_SUCCESS;
+}
+
+// The LoRA operations' scale and accumulate flag.
+ggemm_status check_scale_and_mode(float scale, int accumulate) {
+  if (!std::isfinite(scale)) return fail(GGEMM_STATUS_INVALID_VALUE, "scale = %g: must be finite", double(scale));
+  if (accumulate != 0 && accumulate != 1)
+    return fail(GGEMM_STATUS_INVALID_VALUE, "accumulate = %d: must be 0 or 1", accumulate);
   return GGEMM_STATUS_SUCCESS;
 }
 
@@ -97,6 +140,61 @@ ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *a) {
   GGEMM_TRY(check_index_array(a->expert_ids, "expert_ids"));
   GGEMM_TRY(check_index_array(a->expert_usage_stats, "expert_usage_stats"));
   if (a->epilogue == GGEMM_EPILOGUE_ROW_SCALE) GGEMM_TRY(check_index_array(a->row_scale, "row_scale"));
+  return GGEMM_STATUS_SUCCESS;
+}
+
+ggemm_status validate_lora_shrink_args(const ggemm_lora_shrink_qkv_args *a) {
+  if (!a) return fail(GGEMM_STATUS_NULL_POINTER, "args is NULL");
+  if (a->struct_size != sizeof(ggemm_lora_shrink_qkv_args))
+    return fail(GGEMM_STATUS_INVALID_VALUE, "args->struct_size is %zu; this library expects %zu", a->struct_size,
+                sizeof(ggemm_lora_shrink_qkv_args));
+  GGEMM_TRY(check_operand_dtype(a->x_dtype, "x_dtype"));
+  GGEMM_TRY(check_output_dtype(a->p_dtype, "p_dtype"));
+  GGEMM_TRY(check_rows(a->m));
+  GGEMM_TRY(check_dim(a->k, "k", true));
+  GGEMM_TRY(check_dim(a->rank, "rank", true));
+  GGEMM_TRY(check_dim(a->num_adapters, "num_adapters", false));
+  if (3 * a->rank >= kMaxDim)
+    return fail(GGEMM_STATUS_INVALID_DIMENSION, "rank = %lld: 3 * rank must be below 2^31", (long long)a->rank);
+  if (a->num_adapters > (int64_t(1) << 61) / (3 * a->rank * a->k))
+    return fail(GGEMM_STATUS_INVALID_DIMENSION, "num_adapters * 3 * rank * k overflows");
+  GGEMM_TRY(check_scale_and_mode(a->scale, a->accumulate));
+  GGEMM_TRY(check_groups(a->m, a->a_offsets, a->adapter_ids, "adapter_ids", a->expert_usage_stats, a->num_groups,
+                         a->max_rows_per_group));
+  if (a->m == 0) return GGEMM_STATUS_SUCCESS;
+  GGEMM_TRY(check_matrix(a->x, "x"));
+  GGEMM_TRY(check_matrix(a->lora_a, "lora_a"));
+  GGEMM_TRY(check_matrix(a->p, "p"));
+  return GGEMM_STATUS_SUCCESS;
+}
+
+ggemm_status validate_lora_expand_args(const ggemm_lora_expand_qkv_args *a) {
+  if (!a) return fail(GGEMM_STATUS_NULL_POINTER, "args is NULL");
+  if (a->struct_size != sizeof(ggemm_lora_expand_qkv_args))
+    return fail(GGEMM_STATUS_INVALID_VALUE, "args->struct_size is %zu; this library expects %zu", a->struct_size,
+                sizeof(ggemm_lora_expand_qkv_args));
+  GGEMM_TRY(check_operand_dtype(a->p_dtype, "p_dtype"));
+  GGEMM_TRY(check_output_dtype(a->out_dtype, "out_dtype"));
+  GGEMM_TRY(check_rows(a->m));
+  if (3 * a->m >= kMaxDim)
+    return fail(GGEMM_STATUS_INVALID_DIMENSION, "m = %lld: P has 3 * m rows, past 2^31", (long long)a->m);
+  GGEMM_TRY(check_dim(a->rank, "rank", true));
+  GGEMM_TRY(check_dim(a->q_dim, "q_dim", true));
+  GGEMM_TRY(check_dim(a->kv_dim, "kv_dim", true));
+  GGEMM_TRY(check_dim(a->num_adapters, "num_adapters", false));
+  const int64_t n = a->q_dim + 2 * a->kv_dim;
+  if (n >= kMaxDim)
+    return fail(GGEMM_STATUS_INVALID_DIMENSION, "q_dim + 2 * kv_dim = %lld: must be below 2^31", (long long)n);
+  if (a->num_adapters > (int64_t(1) << 61) / (n * a->rank))
+    return fail(GGEMM_STATUS_INVALID_DIMENSION, "num_adapters * (q_dim + 2 * kv_dim) * rank overflows");
+  GGEMM_TRY(check_scale_and_mode(a->scale, a->accumulate));
+  GGEMM_TRY(check_groups(a->m, a->a_offsets, a->adapter_ids, "adapter_ids", a->expert_usage_stats, a->num_groups,
+                         a->max_rows_per_group));
+  if (a->m == 0) return GGEMM_STATUS_SUCCESS;
+  GGEMM_TRY(check_matrix(a->p, "p"));
+  GGEMM_TRY(check_matrix(a->lora_b, "lora_b"));
+  GGEMM_TRY(check_matrix(a->q_out, "q_out"));
+  GGEMM_TRY(check_matrix(a->kv_out, "kv_out"));
   return GGEMM_STATUS_SUCCESS;
 }
 

@@ -7,5 +7,7 @@
 namespace ggemm {
 
 ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *args);
+ggemm_status validate_lora_shrink_args(const ggemm_lora_shrink_qkv_args *args);
+ggemm_status validate_lora_expand_args(const ggemm_lora_expand_qkv_args *args);
 
 }  // namespace ggemm

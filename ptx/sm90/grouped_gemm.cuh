@@ -115,7 +115,7 @@ struct GroupedGemmSm90 {
     if (threadIdx.x == 32) {
       ptx::prefetch_tensormap(&p.tmap_tokens);
       ptx::prefetch_tensormap(&p.tmap_weights);
-      ptx::prefetch_tensormap(&p.tmap_c);
+      for (int v = 0; v < 3; ++v) ptx::prefetch_tensormap(&p.tmap_out[v]);
     }
     __syncthreads();
 
@@ -149,7 +149,7 @@ struct GroupedGemmSm90 {
     GroupedTile tile;
     for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
       if (tile.expert < 0) continue;  // inactive group: nothing to load
-      const int32_t token_row = int32_t(tile.row0 + tile.plane * p.m);
+      const int32_t token_row = int32_t(tile.row0 + (p.a_planes ? tile.segment * p.m : 0));
       for (uint32_t ki = 0; ki < k_iters; ++ki) {
         // A fresh barrier's "previous phase" (parity 1) counts as complete.
         ptx::mbarrier_wait_parity(&empty[pipe.stage], pipe.phase ^ 1);
@@ -278,6 +278,8 @@ struct GroupedGemmSm90 {
                                     const float (&acc)[kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
     const uint32_t barrier_id = 1 + cw;  // named barrier of this warpgroup (0 is __syncthreads)
+    const OutputView &view = p.out[tile.segment];
+    const CUtensorMap *tmap_out = &p.tmap_out[tile.segment];
 
     // Columns of this warpgroup's half that the tile owns (0 past the segment).
     const uint32_t col0 = tile.col0 + cw * kFeaturesPerWarpgroup;
@@ -314,8 +316,8 @@ struct GroupedGemmSm90 {
         if (tid == 0) {
           ptx::mbarrier_arrive_expect_tx(c_loaded, kStagingBytes);
           for (uint32_t b = 0; b < kBoxes; ++b)
-            ptx::tma_load_2d(staging + b * kStageTokens * 128, &p.tmap_c, c_loaded, int32_t(col0 + b * kColsPerBox),
-                             row0);
+            ptx::tma_load_2d(staging + b * kStageTokens * 128, tmap_out, c_loaded,
+                             int32_t(col0 - view.col_offset + b * kColsPerBox), row0);
         }
         ptx::mbarrier_wait_parity(c_loaded, c_loaded_phase);
         c_loaded_phase ^= 1;
@@ -330,7 +332,7 @@ struct GroupedGemmSm90 {
           // Token octets j and j+1: v[0..3] from acc[4j..], v[4..7] from acc[4j+4..].
           float v[8];
 #pragma unroll
-          for (int x = 0; x < 8; ++x) v[x] = active ? acc[4 * j + x] : 0.f;
+          for (int x = 0; x < 8; ++x) v[x] = active ? acc[4 * j + x] * p.alpha : 0.f;
           if (scale) {
             const float s[4] = {row_scale(j, 0), row_scale(j, 1), row_scale(j + 1, 0), row_scale(j + 1, 1)};
 #pragma unroll
@@ -360,7 +362,7 @@ struct GroupedGemmSm90 {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             float *slot = fp32_staging_slot(staging, warp, lane, jj, e);
-            float v = active ? acc[4 * j + e] * s[e % 2] : 0.f;
+            float v = active ? acc[4 * j + e] * p.alpha * s[e % 2] : 0.f;
             if (accumulate) v += *slot;
             *slot = v;
           }
@@ -373,7 +375,8 @@ struct GroupedGemmSm90 {
       if (rows == kStageTokens && cols == kFeaturesPerWarpgroup) {  // whole: one TMA store
         if (tid == 0) {
           for (uint32_t b = 0; b < kBoxes; ++b)
-            ptx::tma_store_2d(&p.tmap_c, staging + b * kStageTokens * 128, int32_t(col0 + b * kColsPerBox), row0);
+            ptx::tma_store_2d(tmap_out, staging + b * kStageTokens * 128,
+                              int32_t(col0 - view.col_offset + b * kColsPerBox), row0);
           ptx::tma_store_commit_group();
         }
         continue;
@@ -388,7 +391,8 @@ struct GroupedGemmSm90 {
         const uint32_t box = ch / 8;
         uint4 v = *reinterpret_cast<const uint4 *>(staging + box * kStageTokens * 128 +
                                                    swizzle128_offset(token, ch % 8));
-        Out *dst = reinterpret_cast<Out *>(p.c) + size_t(row0 + token) * p.n + col0 + ch * kElemsPerChunk;
+        Out *dst = reinterpret_cast<Out *>(view.base) + size_t(row0 + token) * view.ld + (col0 - view.col_offset) +
+                   ch * kElemsPerChunk;
         *reinterpret_cast<uint4 *>(dst) = v;
       }
     }
