@@ -19,6 +19,17 @@
  *   handle's device, in the handle's context (the device's primary context).
  * - No call synchronises with the host: counts are read on the device, so a
  *   call may be captured in a CUDA graph and replayed with new counts.
+ * - Argument structs (and a config) are read only during the call; device
+ *   arrays and matrices must stay valid until the enqueued work completes. A
+ *   captured graph keeps the host-side values (dims, pointers) of the call.
+ * - Device arrays of a grouped call (a_offsets, expert_ids / adapter_ids,
+ *   expert_usage_stats) are trusted to follow the contract: offsets
+ *   non-decreasing from 0 with a_offsets[active] <= m, ids in [0, E) or -1,
+ *   expert_usage_stats[1] <= num_groups. The kernels stay inside the matrices
+ *   whatever they hold (offsets are clamped into [0, m], the active count to
+ *   num_groups, an id outside [0, E) acts as -1), but malformed arrays give
+ *   meaningless results. expert_usage_stats[0] and max_rows_per_group only
+ *   size the launch: an underestimate costs speed, never correctness.
  */
 #ifndef GGEMM_H
 #define GGEMM_H
@@ -51,7 +62,7 @@ typedef enum ggemm_status {
   /* A required pointer argument is NULL. */
   GGEMM_STATUS_NULL_POINTER = 1,
   /* A pointer is not aligned as required (16 bytes for matrices, which the
-   * tensor-memory accelerator needs; 4 bytes for index arrays). */
+   * tensor-memory accelerator needs; 4 bytes for index arrays and row_scale). */
   GGEMM_STATUS_MISALIGNED_POINTER = 2,
   /* A dimension is zero, negative, too large, or not a multiple it must be. */
   GGEMM_STATUS_INVALID_DIMENSION = 3,
@@ -142,7 +153,7 @@ typedef struct ggemm_grouped_matmul_args {
   ggemm_dtype b_dtype; /* equal to a_dtype */
   ggemm_dtype c_dtype; /* bf16, fp16 or fp32 */
 
-  int64_t m;           /* rows of C (tokens); 0 is a no-op */
+  int64_t m;           /* rows of C (tokens); 0 is a no-op (matrices may then be NULL) */
   int64_t n;           /* columns of C; a multiple of 8 */
   int64_t k;           /* reduction depth; a multiple of 8 */
   int64_t num_experts; /* E, the first dimension of B */
@@ -150,7 +161,7 @@ typedef struct ggemm_grouped_matmul_args {
   const void *a; /* [M, K], or [3 * M, K] when plane splits are enabled */
   const void *b; /* [E, N, K] when transpose_b, else [E, K, N] */
   void *c;       /* [M, N] */
-  int transpose_b;
+  int transpose_b;     /* 1: B is [E, N, K] (K-major); 0: B is [E, K, N] */
 
   /* Device arrays (DESIGN.md section 1.1). */
   const uint32_t *a_offsets;          /* [num_groups + 1], prefix sums, [0] == 0 */
@@ -164,7 +175,7 @@ typedef struct ggemm_grouped_matmul_args {
   int64_t a_plane_split1;
 
   ggemm_epilogue epilogue;
-  const float *row_scale; /* [M] device array, GGEMM_EPILOGUE_ROW_SCALE only */
+  const float *row_scale; /* [M] device array, 4-byte aligned; GGEMM_EPILOGUE_ROW_SCALE only */
 
   const ggemm_config *config; /* NULL = automatic */
 } ggemm_grouped_matmul_args;
@@ -257,27 +268,38 @@ GGEMM_API int ggemm_version(void);
 /* A static, human-readable name for a status. Never NULL. */
 GGEMM_API const char *ggemm_status_string(ggemm_status status);
 
-/* The message of this host thread's last failed call ("" if none). The pointer
- * stays valid until this thread's next ggemm call. */
+/* The message of this host thread's last ggemm call: why it failed, or "" if
+ * it succeeded (every call but this one and the two string/version queries
+ * clears it on entry). The pointer stays valid until this thread's next
+ * ggemm call. */
 GGEMM_API const char *ggemm_last_error_message(void);
 
 /*
- * Creates a handle on CUDA device `device_ordinal`: loads the driver, retains
- * the device's primary context and loads the kernels.
- * Returns SUCCESS, NULL_POINTER (handle), DRIVER_NOT_FOUND, NO_DEVICE,
- * UNSUPPORTED_DEVICE, DRIVER_ERROR, OUT_OF_MEMORY.
+ * Creates a handle on CUDA device `device_ordinal` (the driver's ordinal, i.e.
+ * after CUDA_VISIBLE_DEVICES): loads the driver, retains the device's primary
+ * context and loads the kernels. On failure *handle is NULL.
+ * Returns SUCCESS, NULL_POINTER (handle), DRIVER_NOT_FOUND, NO_DEVICE (also
+ * for a negative or out-of-range ordinal), UNSUPPORTED_DEVICE, DRIVER_ERROR,
+ * OUT_OF_MEMORY, INTERNAL_ERROR.
  */
 GGEMM_API ggemm_status ggemm_create(ggemm_handle_t *handle, int device_ordinal);
 
-/* Releases a handle. NULL is accepted. Returns SUCCESS or DRIVER_ERROR. */
+/* Releases a handle and unloads its kernels: work enqueued through it must
+ * have completed. NULL is accepted; destroying a handle twice is undefined.
+ * Returns SUCCESS, INVALID_HANDLE, DRIVER_ERROR. */
 GGEMM_API ggemm_status ggemm_destroy(ggemm_handle_t handle);
 
 /*
- * Enqueues one grouped matrix product on `stream`. Asynchronous; the host
- * never waits for the device.
+ * Enqueues one grouped matrix product on `stream`, which must belong to the
+ * handle's device (its primary context). Asynchronous; the host never waits
+ * for the device. The arguments are checked before the handle, so a wrong
+ * argument is reported even with a NULL handle; nothing is enqueued on any
+ * failure.
  * Returns SUCCESS, INVALID_HANDLE, NULL_POINTER, MISALIGNED_POINTER,
- * INVALID_DIMENSION, INVALID_DTYPE, INVALID_GROUP_COUNT, INVALID_CONFIG,
- * INVALID_VALUE, DRIVER_ERROR.
+ * INVALID_DIMENSION, INVALID_DTYPE, INVALID_GROUP_COUNT, INVALID_CONFIG
+ * (a config the kernels cannot run; INVALID_VALUE for a wrong
+ * config->struct_size), INVALID_VALUE, DRIVER_ERROR, OUT_OF_MEMORY,
+ * INTERNAL_ERROR.
  */
 GGEMM_API ggemm_status ggemm_grouped_matmul(ggemm_handle_t handle,
                                             const ggemm_grouped_matmul_args *args,
