@@ -1,5 +1,7 @@
 // bench_grouped.cpp — ggemm_bench: ggemm beside two cuBLAS baselines on
-// issue 3's MoE shapes (Google Benchmark).
+// issue 3's MoE shapes (Google Benchmark). main() also registers the LoRA
+// Q/K/V benchmarks of bench_lora.cpp (issue 4), named lora_expand_qkv_... and
+// lora_shrink_qkv_... (--benchmark_filter=lora runs only those).
 //
 // Each shape runs <shape>/ggemm, <shape>/cublas_grouped
 // (cublasGemmGroupedBatchedEx, one group per expert) and
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_lora.h"
 #include "ceilings.h"
 #include "cublas_baselines.h"
 #include "ggemm.h"
@@ -221,11 +224,20 @@ int main(int argc, char** argv) {
     }
   }
 
+  LoraBenchEnv lora_env;
+  lora_env.ggemm = s.ggemm;
+  lora_env.stream = s.stream;
+  lora_env.cublas = s.cublas.get();
+  lora_env.flusher = s.flusher.get();
+  lora_env.ceilings = s.ceilings;
+  register_lora_benchmarks(lora_env);
+
   g_session = &s;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 
   // Release cuBLAS objects and buffers before their stream and handle.
+  release_lora_benchmarks();
   s.loop.reset();
   s.grouped.reset();
   s.problem.reset();

@@ -29,6 +29,8 @@ def main(path):
     print("|---|---|---|---|---|---|---|---|---|")
     fracs = []
     for shape in order:
+        if shape.startswith("lora_"):
+            continue  # their own table below
         r = rows[shape]
         g = r.get("ggemm")
         if not g:
@@ -50,6 +52,20 @@ def main(path):
             geo *= f
         geo **= 1.0 / len(fracs)
         print(f"\ngeometric mean of ggemm's fraction of the floor: {geo:.2f}")
+
+    lora = [shape for shape in order if shape.startswith("lora_")]
+    if lora:
+        # LoRA Q/K/V (bench_lora.cpp): memory-bound, so the fraction of copy
+        # bandwidth is the figure of merit.
+        print("\n| LoRA shape | ggemm us | GB/s | of copy bw | cuBLAS loop (graph) us | loop of copy bw | vs loop |")
+        print("|---|---|---|---|---|---|---|")
+        for shape in lora:
+            r = rows[shape]
+            g, o = r.get("ggemm"), r.get("cublas_loop_graph")
+            gt = f"{g['us_median']:.1f} | {g['GB/s']:.0f} | {g['frac_copy']:.2f}" if g else "- | - | -"
+            ot = f"{o['us_median']:.1f} | {o['frac_copy']:.2f}" if o else "- | -"
+            vs = f"{o['us_median'] / g['us_median']:.2f}x" if g and o else "-"
+            print(f"| {shape} | {gt} | {ot} | {vs} |")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,30 @@ namespace ggemm::ref {
 // depend on the thread count.
 void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads = 0);
 
+// The CPU references of ggemm_lora_shrink_qkv and ggemm_lora_expand_qkv
+// (DESIGN.md §1.3, §1.2). Every pointer in `args` is HOST memory; the outputs
+// (P for the shrink; q_out and kv_out for the expand) are updated in place
+// exactly where the GPU kernel writes, and nowhere else. Groups follow
+// grouped_matmul's rules above (num_active = min(expert_usage_stats[1],
+// num_groups); clamped offsets; rows in no group never read or written); an
+// adapter id outside [0, num_adapters) makes its group inactive: every output
+// row of the group becomes zeros (store), or stays as it was (accumulate).
+// For row m of an active group and fused column n:
+//   result = fp32 sum over k of exactly widened products,
+//   v      = scale * result                            (fp32 multiply),
+//   store:       out = round(v)
+//   accumulate:  out = round(float(out) + v)           (one rounding).
+// Shrink: X [M, K], lora_a [G, 3R, K]; fused column c in [0, 3R) lands in
+//   P[c / R][m][c % R] of P [3, M, R].
+// Expand: P [3, M, R], lora_b [G, q_dim + 2 kv_dim, R]; fused column j reads
+//   plane 0 (j < q_dim), 1 (j < q_dim + kv_dim) or 2 (otherwise) of P, i.e.
+//   P[plane][m][:], and lands in q_out[m][j], kv_out[m][j - q_dim] or
+//   kv_out[M + m][j - q_dim - kv_dim] (q_out [M, q_dim], kv_out [2M, kv_dim]).
+// Assumes otherwise valid arguments; `threads` as for grouped_matmul (the
+// result does not depend on it).
+void lora_shrink_qkv(const ggemm_lora_shrink_qkv_args& args, unsigned threads = 0);
+void lora_expand_qkv(const ggemm_lora_expand_qkv_args& args, unsigned threads = 0);
+
 }  // namespace ggemm::ref
 
 #endif  // GGEMM_REFERENCE_H

@@ -54,10 +54,19 @@ extern "C" {
 #define GGEMM_VERSION \
   (GGEMM_VERSION_MAJOR * 10000 + GGEMM_VERSION_MINOR * 100 + GGEMM_VERSION_PATCH)
 
+/* In C++ the enums below have int as their underlying type (what C gives
+ * them), so any int a C caller stores in one is a valid value to check and
+ * reject, not undefined behaviour. */
+#ifdef __cplusplus
+#define GGEMM_ENUM_BASE : int
+#else
+#define GGEMM_ENUM_BASE
+#endif
+
 /* A driver stream (cudaStream_t / CUstream). NULL is the legacy default stream. */
 typedef struct CUstream_st *ggemm_stream_t;
 
-typedef enum ggemm_status {
+typedef enum ggemm_status GGEMM_ENUM_BASE {
   GGEMM_STATUS_SUCCESS = 0,
   /* A required pointer argument is NULL. */
   GGEMM_STATUS_NULL_POINTER = 1,
@@ -91,13 +100,13 @@ typedef enum ggemm_status {
   GGEMM_STATUS_INTERNAL_ERROR = 14
 } ggemm_status;
 
-typedef enum ggemm_dtype {
+typedef enum ggemm_dtype GGEMM_ENUM_BASE {
   GGEMM_DTYPE_BF16 = 1,
   GGEMM_DTYPE_FP16 = 2,
   GGEMM_DTYPE_FP32 = 3
 } ggemm_dtype;
 
-typedef enum ggemm_epilogue {
+typedef enum ggemm_epilogue GGEMM_ENUM_BASE {
   /* C[m, n] = result. */
   GGEMM_EPILOGUE_STORE = 0,
   /* C[m, n] += result: the old value is added to the fp32 result and the sum

@@ -205,8 +205,7 @@ def cai_dtype(cai: dict, hint: str, name: str) -> str:
     return _TYPESTR[code]
 
 
-def _from_cai(obj: Any, name: str) -> TensorInfo:
-    cai = obj.__cuda_array_interface__
+def _from_cai(obj: Any, cai: Any, name: str) -> TensorInfo:
     if not isinstance(cai, dict):
         raise TypeError(f"{name}: __cuda_array_interface__ is not a dict")
     if cai.get("mask") is not None:
@@ -284,11 +283,13 @@ def describe(obj: Any, name: str, stream: int = 0) -> TensorInfo:
         return _from_torch(obj, name)
     cai_error: Optional[BaseException] = None
     try:
-        has_cai = hasattr(obj, "__cuda_array_interface__")
-    except Exception as e:  # a property that raises something else than AttributeError
-        has_cai, cai_error = False, e
-    if has_cai:
-        return _from_cai(obj, name)
+        cai = obj.__cuda_array_interface__  # read once: producers build it on each access
+    except AttributeError:
+        cai = None
+    except Exception as e:  # e.g. a producer that refuses to export this array
+        cai, cai_error = None, e
+    if cai is not None:
+        return _from_cai(obj, cai, name)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _from_dlpack(obj, name, stream)
     detail = f" ({cai_error})" if cai_error else ""

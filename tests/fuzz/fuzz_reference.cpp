@@ -222,6 +222,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                              stats0 = stats_b.copy();
   const std::vector<uint8_t> s0_copy = S ? S->copy() : std::vector<uint8_t>();
 
+  if (const char *v = std::getenv("GGEMM_FUZZ_VERBOSE"); v && *v == '1') {  // what each input decodes to
+    std::fprintf(stderr,
+                 "[fuzz_reference] m=%lld n=%lld k=%lld E=%lld groups=%lld in/out dtype=%d/%d epilogue=%d "
+                 "transpose_b=%d splits=(%lld,%lld) raw=%d threads=%d stats=[%u,%u] offsets:",
+                 (long long)M, (long long)N, (long long)K, (long long)E, (long long)G, int(in_t), int(out_t),
+                 int(epi), int(transpose_b), (long long)s0, (long long)s1, int(raw_data), int(check_threads),
+                 stats[0], stats[1]);
+    for (int64_t g = 0; g <= G; ++g) std::fprintf(stderr, " %u", off[g]);
+    std::fprintf(stderr, " ids:");
+    for (int64_t g = 0; g < G; ++g) std::fprintf(stderr, " %d", ids[g]);
+    std::fprintf(stderr, "\n");
+  }
+
   ggemm::ref::grouped_matmul(a, 1);
 
   // ---- property 4: inputs untouched -----------------------------------------

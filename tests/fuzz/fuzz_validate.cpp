@@ -19,7 +19,9 @@
 //      (INVALID_HANDLE); arguments it finds invalid are refused with a
 //      status of one of the problems they have;
 //   6. the library reads no byte of the args struct past its struct_size
-//      (the struct is allocated with exactly that many bytes when smaller).
+//      (the struct is allocated with exactly that many bytes when smaller);
+//   7. ggemm_status_string, called from C with any int, gives a name (the
+//      status's own for a known value, never NULL).
 //
 // When the contract changes (a new check, a relaxed rule), update model().
 #include <algorithm>
@@ -36,6 +38,9 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include "ggemm.h"
+
+// c_caller.c: ggemm_status_string((ggemm_status)value), called from C.
+extern "C" const char *ggemm_fuzz_status_string_of_int(int value);
 
 namespace {
 
@@ -275,11 +280,40 @@ void check_common(ggemm_status st, const ggemm_grouped_matmul_args *a, const Ver
     violation("ggemm_status_string gives no name for the status", st, a, v);
 }
 
+bool verbose() {
+  static const bool on = [] {
+    const char *v = std::getenv("GGEMM_FUZZ_VERBOSE");
+    return v && *v == '1';
+  }();
+  return on;
+}
+
+// Property 7: any int a C caller passes to ggemm_status_string has a name.
+void check_status_string(int32_t v) {
+  const char *name = ggemm_fuzz_status_string_of_int(v);
+  if (!name || std::strncmp(name, "GGEMM_STATUS_", 13) != 0) {
+    std::fprintf(stderr, "\n*** fuzz_validate: ggemm_status_string(%d) gives %s\n", v, name ? name : "NULL");
+    std::abort();
+  }
+  const bool known = v >= GGEMM_STATUS_SUCCESS && v <= GGEMM_STATUS_INTERNAL_ERROR;
+  if (known == (std::strstr(name, "unknown") != nullptr)) {
+    std::fprintf(stderr, "\n*** fuzz_validate: ggemm_status_string(%d) gives \"%s\"\n", v, name);
+    std::abort();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzedDataProvider p(data, size);
   const uint8_t mode = p.ConsumeIntegral<uint8_t>();
+
+  if (mode == 0xFE) {
+    const int32_t v = pick_enum(p);
+    if (verbose()) std::fprintf(stderr, "[fuzz_validate] ggemm_status_string(%d)\n", v);
+    check_status_string(v);
+    return 0;
+  }
 
   // A NULL args pointer.
   if (mode == 0xFF) {
@@ -374,6 +408,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   const ggemm_status st = ggemm_grouped_matmul(nullptr, passed, nullptr);
   const Verdict v = model(a, config_given);
+  if (verbose()) {  // GGEMM_FUZZ_VERBOSE=1: what each input decodes to
+    std::fprintf(stderr, "[fuzz_validate] %s: %s\n", ggemm_status_string(st), ggemm_last_error_message());
+    if (config_given)
+      std::fprintf(stderr, "[fuzz_validate] config: struct_size %zu tile_m %d stages %d cta_group %d\n",
+                   cfg.struct_size, cfg.tile_m, cfg.stages, cfg.cta_group);
+  }
   check_common(st, &a, &v);
 
   if (v.must.empty()) {

@@ -1,0 +1,443 @@
+// bench_lora.cpp — multi-LoRA Q/K/V in ggemm_bench (issue 4): the expand
+// (ggemm_lora_expand_qkv: P [3, M, R] x lora_b [G, q + 2 kv, R] -> q_out
+// [M, q], kv_out [2M, kv]) and the shrink (ggemm_lora_shrink_qkv: X [M, K] x
+// lora_a [G, 3R, K] -> P [3, M, R]) on Llama-3-8B projections (hidden 4096,
+// q 4096, kv 1024), 8 adapters with balanced routing, ranks 16 and 64 at
+// prefill (M = 4096) and rank 16 at decode (M = 64). bf16 in and out, store
+// mode (accumulate would add the outputs' reads to the bytes), scale 0.5
+// (alpha / rank) on the expand, 1 on the shrink.
+//
+// Each shape runs lora_{expand,shrink}_qkv_<shape>/ggemm and
+// .../cublas_loop_graph (two-part names, as bench/summarize.py reads them;
+// --benchmark_filter=lora selects exactly these): per used
+// adapter group, one cublasGemmEx per region (expand: q, k, v into q_out and
+// the two halves of kv_out; shrink: one per plane of P, ldc = R), all
+// captured once in a CUDA graph, so a replay pays one launch. Before timing,
+// each implementation's output (on poisoned buffers) is checked once against
+// the CPU reference (reference/lora_qkv_ref.cpp), so the baseline is shown to
+// compute the same thing; a mismatch skips that benchmark with the reason.
+//
+// Timing as in bench_grouped.cpp: CUDA events around one call, L2 flushed
+// before each (untimed); counters from the median of kIterations calls per
+// repetition; read the _median rows.
+// Counters: us_median; GB/s with bytes = P (expand) or X (shrink) read +
+// the used adapters' weights + the outputs written, 2 bytes each; frac_copy
+// = achieved GB/s / copy bandwidth measured by this binary; TFLOP/s and
+// frac_floor (DESIGN.md §5); for the expand at decode goal_us (6) and
+// meets_goal (1 if us_median < goal_us).
+#include "bench_lora.h"
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtype.h"
+#include "ggemm_reference.h"
+#include "gpu_buffers.h"
+
+namespace ggemm::bench {
+namespace {
+
+constexpr int kIterations = 20;
+constexpr int kRepetitions = 5;
+constexpr int kWarmup = 3;
+constexpr double kDecodeExpandGoalUs = 6.0;
+
+enum class LoraOp { kExpand, kShrink };
+enum class LoraImpl { kGgemm, kCublasLoopGraph };
+
+const char* impl_name(LoraImpl i) { return i == LoraImpl::kGgemm ? "ggemm" : "cublas_loop_graph"; }
+
+struct LoraShape {
+  const char* name;  // after "lora_expand_qkv_" or "lora_shrink_qkv_"
+  LoraOp op;
+  int64_t m;         // tokens
+  int adapters;      // G, every one used (balanced routing)
+  int64_t rank;
+  int64_t q_dim, kv_dim, hidden;
+  bool decode_goal;  // report the < 6 us goal
+};
+
+constexpr int64_t kLlamaQ = 4096, kLlamaKv = 1024, kLlamaHidden = 4096;
+const LoraShape kLoraShapes[] = {
+    {"llama3_8b_m4096_g8_r16", LoraOp::kExpand, 4096, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
+    {"llama3_8b_m4096_g8_r64", LoraOp::kExpand, 4096, 8, 64, kLlamaQ, kLlamaKv, kLlamaHidden, false},
+    {"llama3_8b_decode_m64_g8_r16", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, true},
+    {"llama3_8b_m4096_g8_r16", LoraOp::kShrink, 4096, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
+    {"llama3_8b_m4096_g8_r64", LoraOp::kShrink, 4096, 8, 64, kLlamaQ, kLlamaKv, kLlamaHidden, false},
+    {"llama3_8b_decode_m64_g8_r16", LoraOp::kShrink, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
+};
+constexpr int kNumLoraShapes = static_cast<int>(sizeof kLoraShapes / sizeof kLoraShapes[0]);
+
+std::string full_name(const LoraShape& s) {
+  return std::string(s.op == LoraOp::kExpand ? "lora_expand_qkv_" : "lora_shrink_qkv_") + s.name;
+}
+
+// One LoRA call's data on the device (bf16), with host copies for the
+// reference. Groups are the adapters that received rows, in adapter order;
+// slots past them hold offset M and id -1 (as a router leaves them).
+struct LoraProblem {
+  LoraShape shape{};
+  float scale = 1.0f;
+  int64_t n = 0;  // expand: q + 2 kv; shrink: 3 R (fused weight rows)
+  std::vector<uint32_t> offsets;
+  std::vector<int32_t> ids;
+  uint32_t usage[2] = {0, 0};
+  int used_groups = 0;
+  uint32_t max_rows = 0;
+  std::vector<uint16_t> host_in, host_w;  // P or X; lora_b or lora_a
+  DeviceBuffer in, w, out0, out1;         // out0: q_out or P; out1: kv_out (expand)
+  DeviceBuffer d_offsets, d_ids, d_usage;
+
+  bool expand() const { return shape.op == LoraOp::kExpand; }
+  size_t in_count() const {
+    return size_t(shape.m) * size_t(expand() ? 3 * shape.rank : shape.hidden);
+  }
+  size_t w_count() const {
+    return size_t(shape.adapters) * size_t(n) * size_t(expand() ? shape.rank : shape.hidden);
+  }
+  size_t out0_count() const { return size_t(shape.m) * size_t(expand() ? shape.q_dim : 3 * shape.rank); }
+  size_t out1_count() const { return expand() ? 2 * size_t(shape.m) * size_t(shape.kv_dim) : 0; }
+
+  double flops() const {
+    return 2.0 * double(shape.m) * double(n) * double(expand() ? shape.rank : shape.hidden);
+  }
+  // Fewest bytes a call must move: its activations, the weights of the
+  // adapters that have rows, and its outputs (written once), bf16.
+  double bytes() const {
+    const double depth = double(expand() ? shape.rank : shape.hidden);
+    return 2.0 * (double(in_count()) + used_groups * double(n) * depth + double(out0_count() + out1_count()));
+  }
+
+  ggemm_lora_expand_qkv_args expand_args() const {
+    ggemm_lora_expand_qkv_args a{};
+    a.struct_size = sizeof a;
+    a.p_dtype = a.out_dtype = GGEMM_DTYPE_BF16;
+    a.m = shape.m, a.rank = shape.rank, a.q_dim = shape.q_dim, a.kv_dim = shape.kv_dim;
+    a.num_adapters = shape.adapters;
+    a.p = in.get(), a.lora_b = w.get(), a.q_out = out0.get(), a.kv_out = out1.get();
+    a.a_offsets = d_offsets.as<const uint32_t>();
+    a.adapter_ids = d_ids.as<const int32_t>();
+    a.expert_usage_stats = d_usage.as<const uint32_t>();
+    a.num_groups = shape.adapters;
+    a.max_rows_per_group = max_rows;
+    a.scale = scale;
+    a.accumulate = 0;
+    return a;
+  }
+  ggemm_lora_shrink_qkv_args shrink_args() const {
+    ggemm_lora_shrink_qkv_args a{};
+    a.struct_size = sizeof a;
+    a.x_dtype = a.p_dtype = GGEMM_DTYPE_BF16;
+    a.m = shape.m, a.k = shape.hidden, a.rank = shape.rank;
+    a.num_adapters = shape.adapters;
+    a.x = in.get(), a.lora_a = w.get(), a.p = out0.get();
+    a.a_offsets = d_offsets.as<const uint32_t>();
+    a.adapter_ids = d_ids.as<const int32_t>();
+    a.expert_usage_stats = d_usage.as<const uint32_t>();
+    a.num_groups = shape.adapters;
+    a.max_rows_per_group = max_rows;
+    a.scale = scale;
+    a.accumulate = 0;
+    return a;
+  }
+};
+
+std::unique_ptr<LoraProblem> make_lora_problem(const LoraShape& s, uint64_t seed) {
+  auto p = std::make_unique<LoraProblem>();
+  p->shape = s;
+  p->scale = s.op == LoraOp::kExpand ? 0.5f : 1.0f;
+  p->n = s.op == LoraOp::kExpand ? s.q_dim + 2 * s.kv_dim : 3 * s.rank;
+  const std::vector<uint32_t> rows = route_rows(s.adapters, s.m, Routing::kBalanced, seed);
+  p->offsets.assign(size_t(s.adapters) + 1, uint32_t(s.m));
+  p->ids.assign(size_t(s.adapters), -1);
+  p->offsets[0] = 0;
+  int g = 0;
+  for (int a = 0; a < s.adapters; ++a) {
+    const uint32_t r = rows[size_t(a)];
+    p->max_rows = std::max(p->max_rows, r);
+    if (r == 0) continue;
+    p->ids[size_t(g)] = a;
+    p->offsets[size_t(g) + 1] = p->offsets[size_t(g)] + r;
+    ++g;
+  }
+  p->used_groups = g;
+  p->usage[0] = p->max_rows;
+  p->usage[1] = uint32_t(g);
+
+  p->host_in.resize(p->in_count());
+  p->host_w.resize(p->w_count());
+  fill_random_bf16(p->host_in.data(), p->host_in.size(), seed ^ 0x1111);
+  fill_random_bf16(p->host_w.data(), p->host_w.size(), seed ^ 0x2222);
+  p->in = upload(p->host_in.data(), p->host_in.size() * 2);
+  p->w = upload(p->host_w.data(), p->host_w.size() * 2);
+  p->out0 = DeviceBuffer(p->out0_count() * 2);
+  if (p->out1_count()) p->out1 = DeviceBuffer(p->out1_count() * 2);
+  p->d_offsets = upload(p->offsets.data(), p->offsets.size() * 4);
+  p->d_ids = upload(p->ids.data(), p->ids.size() * 4);
+  p->d_usage = upload(p->usage, 8);
+  return p;
+}
+
+// C = alpha * A_rows W^T for one region, in gemm_rows_times_wt's mapping
+// (cublas_baselines.h): m = n (weight rows), n = rows, k = depth; every
+// operand dense, so lda = ldb = k and ldc = n (the region's row length).
+cublasStatus_t gemm_region(cublasHandle_t h, const void* w, const void* a, void* c, int rows, int n, int k,
+                           float alpha) {
+  const float beta = 0.0f;
+  return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, w, CUDA_R_16BF, k, a, CUDA_R_16BF, k,
+                      &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+// The baseline: per used group, three cublasGemmEx (q, k, v regions), in a
+// CUDA graph. It needs the group sizes on the host, which ggemm does not.
+class LoraCublasLoopGraph {
+ public:
+  LoraCublasLoopGraph(const CublasHandle& h, const LoraProblem& p, cudaStream_t stream) {
+    const LoraShape& s = p.shape;
+    const size_t M = size_t(s.m), R = size_t(s.rank), Q = size_t(s.q_dim), KV = size_t(s.kv_dim);
+    const size_t K = size_t(s.hidden), N = size_t(p.n);
+    const auto* in = p.in.as<const uint16_t>();
+    const auto* w = p.w.as<const uint16_t>();
+    auto* out0 = p.out0.as<uint16_t>();
+    auto* out1 = p.out1.as<uint16_t>();
+    auto enqueue_all = [&] {
+      for (int g = 0; g < p.used_groups; ++g) {
+        const size_t r0 = p.offsets[size_t(g)], a = size_t(p.ids[size_t(g)]);
+        const int rows = int(p.offsets[size_t(g) + 1] - p.offsets[size_t(g)]);
+        if (p.expand()) {
+          const uint16_t* wa = w + a * N * R;  // lora_b[a]: q rows, k rows, v rows
+          CUBLAS_CHECK(gemm_region(h.get(), wa, in + r0 * R, out0 + r0 * Q, rows, int(Q), int(R), p.scale));
+          CUBLAS_CHECK(gemm_region(h.get(), wa + Q * R, in + (M + r0) * R, out1 + r0 * KV, rows, int(KV), int(R),
+                                   p.scale));
+          CUBLAS_CHECK(gemm_region(h.get(), wa + (Q + KV) * R, in + (2 * M + r0) * R, out1 + (M + r0) * KV, rows,
+                                   int(KV), int(R), p.scale));
+        } else {
+          const uint16_t* wa = w + a * N * K;  // lora_a[a]: 3 planes of R rows
+          for (size_t plane = 0; plane < 3; ++plane)
+            CUBLAS_CHECK(gemm_region(h.get(), wa + plane * R * K, in + r0 * K, out0 + (plane * M + r0) * R, rows,
+                                     int(R), int(K), p.scale));
+        }
+      }
+    };
+    enqueue_all();  // eager first: kernel loading and heuristics stay out of the capture
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    enqueue_all();
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph_));
+    CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~LoraCublasLoopGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+  }
+  LoraCublasLoopGraph(const LoraCublasLoopGraph&) = delete;
+  LoraCublasLoopGraph& operator=(const LoraCublasLoopGraph&) = delete;
+  void launch(cudaStream_t stream) const { CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// The shared state: one shape's data at a time (benchmarks run in
+// registration order, a shape's two implementations one after the other).
+struct LoraSession {
+  LoraBenchEnv env;
+  int shape_index = -1;
+  std::unique_ptr<LoraProblem> problem;
+  std::unique_ptr<LoraCublasLoopGraph> loop;
+  std::vector<uint16_t> want0, want1;  // the CPU reference's outputs
+  std::string verdict[2];              // per implementation: "" unchecked, "ok", else the failure
+
+  LoraProblem& use_shape(int index) {
+    if (index != shape_index) {
+      loop.reset();
+      problem.reset();
+      want0.clear();
+      want1.clear();
+      verdict[0].clear();
+      verdict[1].clear();
+      const LoraShape& s = kLoraShapes[index];
+      std::fprintf(stderr, "ggemm_bench: preparing %s\n", full_name(s).c_str());
+      problem = make_lora_problem(s, 0x10a40000u + uint64_t(index));
+      shape_index = index;
+    }
+    return *problem;
+  }
+
+  // The CPU reference's outputs, computed once per shape, on poisoned
+  // buffers (rows in no group would stay 0xFFFF: there are none here).
+  void reference() {
+    if (!want0.empty()) return;
+    const LoraProblem& p = *problem;
+    want0.assign(p.out0_count(), 0xFFFF);
+    want1.assign(p.out1_count(), 0xFFFF);
+    if (p.expand()) {
+      ggemm_lora_expand_qkv_args a = p.expand_args();
+      a.p = p.host_in.data(), a.lora_b = p.host_w.data();
+      a.q_out = want0.data(), a.kv_out = want1.data();
+      a.a_offsets = p.offsets.data(), a.adapter_ids = p.ids.data(), a.expert_usage_stats = p.usage;
+      ggemm::ref::lora_expand_qkv(a);
+    } else {
+      ggemm_lora_shrink_qkv_args a = p.shrink_args();
+      a.x = p.host_in.data(), a.lora_a = p.host_w.data(), a.p = want0.data();
+      a.a_offsets = p.offsets.data(), a.adapter_ids = p.ids.data(), a.expert_usage_stats = p.usage;
+      ggemm::ref::lora_shrink_qkv(a);
+    }
+  }
+};
+LoraSession* g_lora = nullptr;
+
+// The call under test on the session stream; "" or the library's error.
+std::string enqueue(LoraSession& s, LoraImpl impl) {
+  const LoraProblem& p = *s.problem;
+  if (impl == LoraImpl::kCublasLoopGraph) {
+    if (!s.loop) s.loop = std::make_unique<LoraCublasLoopGraph>(*s.env.cublas, p, s.env.stream);
+    s.loop->launch(s.env.stream);
+    return "";
+  }
+  ggemm_status st;
+  if (p.expand()) {
+    const ggemm_lora_expand_qkv_args a = p.expand_args();
+    st = ggemm_lora_expand_qkv(s.env.ggemm, &a, s.env.stream);
+  } else {
+    const ggemm_lora_shrink_qkv_args a = p.shrink_args();
+    st = ggemm_lora_shrink_qkv(s.env.ggemm, &a, s.env.stream);
+  }
+  if (st == GGEMM_STATUS_SUCCESS) return "";
+  return std::string(ggemm_status_string(st)) + ": " + ggemm_last_error_message();
+}
+
+// |got - want| <= atol + rtol |want| on every bf16 element; "" or a report.
+//  rtol = 2^-7: both sides round an fp32 sum to bf16; sums in another order
+//    may round to neighbouring values, one bf16 ulp apart at most.
+//  atol = |scale| * 2^-8 * sqrt(depth) / 3: half a bf16 ulp of a typical
+//    output (operands uniform in [-1, 1]: products have rms 1/3), far above
+//    the summation-order differences and far below a wrong region, plane,
+//    adapter or scale (all off by the size of the output itself).
+std::string check(const char* what, const std::vector<uint16_t>& got, const std::vector<uint16_t>& want,
+                  double depth, double scale) {
+  const double atol = std::fabs(scale) * std::ldexp(1.0, -8) * std::sqrt(depth) / 3.0, rtol = std::ldexp(1.0, -7);
+  size_t bad = 0, first = 0;
+  double first_got = 0, first_want = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = ref::bf16_to_float(want[i]), a = ref::bf16_to_float(got[i]);
+    if (!(std::fabs(e - a) <= atol + rtol * std::fabs(e)) && !(std::isnan(e) && got[i] == want[i])) {
+      if (bad++ == 0) first = i, first_got = a, first_want = e;
+    }
+  }
+  if (bad == 0) return "";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s: %zu of %zu elements differ from the CPU reference (first at %zu: %g, want %g)",
+                what, bad, want.size(), first, first_got, first_want);
+  return buf;
+}
+
+std::vector<uint16_t> download(const DeviceBuffer& d, size_t count) {
+  std::vector<uint16_t> h(count);
+  if (count) CUDA_CHECK(cudaMemcpy(h.data(), d.get(), count * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// Runs `impl` once on poisoned outputs and compares with the reference;
+// "" if it matches, else why not.
+std::string verify(LoraSession& s, LoraImpl impl) {
+  LoraProblem& p = *s.problem;
+  CUDA_CHECK(cudaMemsetAsync(p.out0.get(), 0xFF, p.out0_count() * 2, s.env.stream));
+  if (p.out1_count()) CUDA_CHECK(cudaMemsetAsync(p.out1.get(), 0xFF, p.out1_count() * 2, s.env.stream));
+  const std::string err = enqueue(s, impl);
+  if (!err.empty()) return err;
+  CUDA_CHECK(cudaStreamSynchronize(s.env.stream));
+  s.reference();
+  const double depth = double(p.expand() ? p.shape.rank : p.shape.hidden);
+  std::string bad = check(p.expand() ? "q_out" : "P", download(p.out0, p.out0_count()), s.want0, depth, p.scale);
+  if (bad.empty() && p.out1_count()) bad = check("kv_out", download(p.out1, p.out1_count()), s.want1, depth, p.scale);
+  return bad;
+}
+
+void bench_lora(benchmark::State& state, int shape_index, LoraImpl impl) {
+  LoraSession& s = *g_lora;
+  s.use_shape(shape_index);
+  const LoraProblem& p = *s.problem;
+  std::string& verdict = s.verdict[impl == LoraImpl::kGgemm ? 0 : 1];
+  if (verdict.empty()) {
+    const std::string bad = verify(s, impl);
+    verdict = bad.empty() ? "ok" : bad;
+    std::fprintf(stderr, "ggemm_bench: %s/%s against the CPU reference: %s\n", full_name(p.shape).c_str(),
+                 impl_name(impl), verdict.c_str());
+  }
+  if (verdict != "ok") {
+    state.SkipWithError(verdict.c_str());
+    return;
+  }
+
+  for (int i = 0; i < kWarmup; ++i) {
+    const std::string err = enqueue(s, impl);
+    if (!err.empty()) {
+      state.SkipWithError(err.c_str());
+      return;
+    }
+  }
+  CUDA_CHECK(cudaStreamSynchronize(s.env.stream));
+
+  EventTimer timer;
+  std::vector<double> ms;
+  std::string err;
+  for (auto _ : state) {
+    const float t = timer.time(s.env.stream, s.env.flusher, [&] { err = enqueue(s, impl); });
+    if (!err.empty()) {
+      state.SkipWithError(err.c_str());
+      break;
+    }
+    state.SetIterationTime(t * 1e-3);
+    ms.push_back(t);
+  }
+  if (ms.empty()) return;
+
+  const double sec = median(ms) * 1e-3;
+  const double gbps = p.bytes() / sec * 1e-9;
+  state.counters["us_median"] = sec * 1e6;
+  state.counters["GB/s"] = gbps;
+  state.counters["frac_copy"] = p.bytes() / sec / s.env.ceilings.copy_bytes_per_s;
+  state.counters["TFLOP/s"] = p.flops() / sec * 1e-12;
+  state.counters["frac_floor"] = s.env.ceilings.floor_seconds(p.flops(), p.bytes()) / sec;
+  state.counters["groups"] = p.used_groups;
+  if (p.shape.decode_goal) {
+    state.counters["goal_us"] = kDecodeExpandGoalUs;
+    state.counters["meets_goal"] = sec * 1e6 < kDecodeExpandGoalUs ? 1 : 0;
+  }
+}
+
+}  // namespace
+
+void register_lora_benchmarks(const LoraBenchEnv& env) {
+  static LoraSession session;
+  session.env = env;
+  g_lora = &session;
+  for (int i = 0; i < kNumLoraShapes; ++i)
+    for (LoraImpl impl : {LoraImpl::kGgemm, LoraImpl::kCublasLoopGraph}) {
+      const std::string name = full_name(kLoraShapes[i]) + "/" + impl_name(impl);
+      benchmark::RegisterBenchmark(name.c_str(), bench_lora, i, impl)
+          ->UseManualTime()
+          ->Iterations(kIterations)
+          ->Repetitions(kRepetitions)
+          ->ReportAggregatesOnly(true)
+          ->Unit(benchmark::kMicrosecond);
+    }
+}
+
+void release_lora_benchmarks() {
+  if (!g_lora) return;
+  g_lora->loop.reset();
+  g_lora->problem.reset();
+  g_lora->shape_index = -1;
+}
+
+}  // namespace ggemm::bench

@@ -1,0 +1,82 @@
+"""The ctypes mirror against the C header, compiled: every struct size and
+field offset, every enum value and constant. Skips without a C compiler."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import ggemm
+from conftest import header_path
+
+
+def _compiler():
+    for cc in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if cc and shutil.which(cc):
+            return cc
+    return None
+
+
+@pytest.fixture(scope="module")
+def c_values(tmp_path_factory):
+    cc = _compiler()
+    if cc is None:
+        pytest.skip("no C compiler (cc, gcc, clang or $CC) to compile the header with")
+    header = header_path()
+    if not header.exists():
+        pytest.skip(f"{header} not found (set GGEMM_INCLUDE_DIR)")
+    lines = []
+    for struct, py in (("ggemm_grouped_matmul_args", ggemm.GroupedMatmulArgs), ("ggemm_config", ggemm.Config)):
+        lines.append(f'printf("sizeof {struct} %zu\\n", sizeof({struct}));')
+        for name, _ in py._fields_:
+            lines.append(f'printf("offsetof {struct}.{name} %zu\\n", offsetof({struct}, {name}));')
+    for enum_cls, prefix in ((ggemm.Status, "GGEMM_STATUS_"), (ggemm.Dtype, "GGEMM_DTYPE_"), (ggemm.Epilogue, "GGEMM_EPILOGUE_")):
+        for member in enum_cls:
+            lines.append(f'printf("enum {prefix}{member.name} %d\\n", (int){prefix}{member.name});')
+    lines.append('printf("const GGEMM_MAX_GROUPS %d\\n", (int)GGEMM_MAX_GROUPS);')
+    lines.append('printf("const GGEMM_VERSION %d\\n", (int)GGEMM_VERSION);')
+    lines.append('printf("sizeof enum %zu\\n", sizeof(ggemm_status));')
+    src = "#include <stddef.h>\n#include <stdio.h>\n#include <ggemm.h>\nint main(void) {\n  " + "\n  ".join(lines) + "\n  return 0;\n}\n"
+    d = tmp_path_factory.mktemp("layout")
+    (d / "layout.c").write_text(src)
+    build = subprocess.run(
+        [cc, "-std=c99", "-Wall", "-Werror", f"-I{header.parent}", str(d / "layout.c"), "-o", str(d / "layout")],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    out = subprocess.run([str(d / "layout")], capture_output=True, text=True, check=True).stdout
+    values = {}
+    for line in out.splitlines():
+        kind, key, value = line.split()
+        values[(kind, key)] = int(value)
+    return values
+
+
+@pytest.mark.parametrize("struct, py", [("ggemm_grouped_matmul_args", ggemm.GroupedMatmulArgs), ("ggemm_config", ggemm.Config)])
+def test_struct_layout(c_values, struct, py):
+    assert ctypes.sizeof(py) == c_values[("sizeof", struct)]
+    for name, _ in py._fields_:
+        assert getattr(py, name).offset == c_values[("offsetof", f"{struct}.{name}")], name
+
+
+def test_enums_and_constants(c_values):
+    assert c_values[("sizeof", "enum")] == ctypes.sizeof(ctypes.c_int)
+    for enum_cls, prefix in ((ggemm.Status, "GGEMM_STATUS_"), (ggemm.Dtype, "GGEMM_DTYPE_"), (ggemm.Epilogue, "GGEMM_EPILOGUE_")):
+        for member in enum_cls:
+            assert c_values[("enum", prefix + member.name)] == int(member)
+    assert c_values[("const", "GGEMM_MAX_GROUPS")] == ggemm.MAX_GROUPS
+    assert c_values[("const", "GGEMM_VERSION")] == ggemm.HEADER_VERSION
+
+
+def test_every_status_of_the_header_is_mirrored():
+    header = header_path()
+    if not header.exists():
+        pytest.skip(f"{header} not found")
+    in_header = set(re.findall(r"^\s*GGEMM_STATUS_([A-Z_]+)\s*=", header.read_text(), re.M))
+    assert in_header == {s.name for s in ggemm.Status}

@@ -1,0 +1,272 @@
+// CPU reference of ggemm_lora_shrink_qkv and ggemm_lora_expand_qkv (DESIGN.md
+// §1.2-1.3); see ggemm_reference.h.
+//
+// Both are one grouped product over a fused weight [G, N, Kd] (shrink: N = 3R,
+// Kd = hidden; expand: N = q_dim + 2 kv_dim, Kd = R) whose column n reads an
+// activation plane and lands at its own place in the outputs. Each fused
+// column is described once by a Column (activation plane; output base, row
+// shift, leading dimension and column), so one engine serves both:
+//   shrink  column c: plane 0 (X),        P[c / R][m][c % R]
+//   expand  column j: plane 0, 1 or 2 (P[plane][m][:]), q_out[m][j],
+//           kv_out[m][j - q_dim] or kv_out[M + m][j - q_dim - kv_dim].
+//
+// Plan (as grouped_matmul_ref.cpp): per used adapter, widen its weights once
+// to float [N][Kd] and the activation rows of its groups once per used plane;
+// split (row block, column block) tiles across threads. Every output element
+// is one float dot product with a fixed summation order, so the result does
+// not depend on the thread count.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "ggemm_reference.h"
+
+namespace ggemm::ref {
+namespace {
+
+// Runs fn(i) for every i in [0, count) on up to `threads` threads (the calling
+// thread included), handing items out one at a time so uneven items balance.
+template <class Fn>
+void parallel_for(size_t count, unsigned threads, const Fn& fn) {
+  const size_t workers = std::min<size_t>(threads, count);
+  if (workers <= 1) {
+    for (size_t i = 0; i < count; ++i) fn(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count;) fn(i);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(workers - 1);
+  for (size_t t = 1; t < workers; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
+
+// Widens `count` elements of `base`, from element `first`, to float.
+void widen(ggemm_dtype dtype, const void* base, size_t first, size_t count, float* out) {
+  switch (dtype) {
+    case GGEMM_DTYPE_BF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(base) + first;
+      for (size_t i = 0; i < count; ++i) out[i] = bf16_to_float(p[i]);
+      return;
+    }
+    case GGEMM_DTYPE_FP16: {
+      const uint16_t* p = static_cast<const uint16_t*>(base) + first;
+      for (size_t i = 0; i < count; ++i) out[i] = fp16_to_float(p[i]);
+      return;
+    }
+    case GGEMM_DTYPE_FP32: {
+      const float* p = static_cast<const float*>(base) + first;
+      std::copy(p, p + count, out);
+      return;
+    }
+  }
+}
+
+// Dot products of one weight row with R activation rows: kLanes independent
+// partial sums (vectorisable without reassociation), reduced in a fixed tree,
+// the same for every R, so an element does not depend on its tile mates.
+constexpr int kLanes = 8;
+
+template <int R>
+inline void dot_rows(const float* w, const float* const* a, size_t k_len, float* out) {
+  float acc[R][kLanes] = {};
+  size_t k = 0;
+  for (; k + kLanes <= k_len; k += kLanes)
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < kLanes; ++j) acc[r][j] += a[r][k + j] * w[k + j];
+  for (int j = 0; k + j < k_len; ++j)  // tail (the contract's depths are multiples of 8)
+    for (int r = 0; r < R; ++r) acc[r][j] += a[r][k + j] * w[k + j];
+  for (int r = 0; r < R; ++r)
+    out[r] = ((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3])) +
+             ((acc[r][4] + acc[r][5]) + (acc[r][6] + acc[r][7]));
+}
+
+struct Span {  // rows [start, end) of one group
+  int64_t start;
+  int64_t end;
+};
+
+// Where fused column n reads and writes: activation row m + plane * M; output
+// element (m + row_shift) * ld + col of `out`.
+struct Column {
+  int plane;
+  void* out;
+  int64_t row_shift;
+  int64_t ld;
+  int64_t col;
+  size_t index(int64_t m) const { return static_cast<size_t>((m + row_shift) * ld + col); }
+};
+
+// One grouped product with per-column routing (the common part of both ops).
+struct FusedProblem {
+  ggemm_dtype in_dtype;   // activations and weights
+  ggemm_dtype out_dtype;  // every output
+  int64_t m;              // rows per activation plane (tokens)
+  int64_t depth;          // reduction depth Kd
+  int64_t num_adapters;
+  const void* act;      // [planes * M, Kd]
+  const void* weights;  // [G, N, Kd]
+  std::vector<Column> columns;  // N entries
+  const uint32_t* a_offsets;
+  const int32_t* adapter_ids;
+  const uint32_t* usage_stats;
+  int64_t num_groups;
+  float scale;
+  bool accumulate;
+};
+
+constexpr int64_t kRowBlock = 16;
+constexpr int64_t kColBlock = 64;
+
+void run_fused(const FusedProblem& p, unsigned threads) {
+  const int64_t M = p.m;
+  const size_t n_cols = p.columns.size();
+  if (M <= 0 || n_cols == 0) return;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const size_t k_len = static_cast<size_t>(p.depth > 0 ? p.depth : 0);
+
+  // Groups exactly as the kernel's scheduler reads them (grouped_matmul's
+  // rules): the first num_active offsets, clamped so they never overlap or
+  // overrun M.
+  const int64_t num_active = std::min<int64_t>(static_cast<int64_t>(p.usage_stats[1]), p.num_groups);
+  std::map<int32_t, std::vector<Span>> by_adapter;  // valid adapters, in id order
+  std::vector<Span> inactive;
+  int64_t prev_end = 0;
+  for (int64_t g = 0; g < num_active; ++g) {
+    const int64_t start = std::clamp<int64_t>(p.a_offsets[g], prev_end, M);
+    const int64_t end = std::clamp<int64_t>(p.a_offsets[g + 1], start, M);
+    prev_end = end;
+    if (end == start) continue;
+    const int32_t a = p.adapter_ids[g];
+    if (a < 0 || a >= p.num_adapters)
+      inactive.push_back({start, end});
+    else
+      by_adapter[a].push_back({start, end});
+  }
+
+  // Inactive groups: zeros in every output row they own (store), or no
+  // change at all (accumulate: += 0 leaves even -0 and NaN as they were).
+  if (!p.accumulate)
+    for (const Span& s : inactive)
+      for (int64_t m = s.start; m < s.end; ++m)
+        for (const Column& c : p.columns) store_from_float(p.out_dtype, c.out, c.index(m), 0.0f);
+
+  // A dense slot per activation plane some column reads.
+  int plane_slot[3] = {-1, -1, -1};
+  std::vector<int> slot_plane, col_slot(n_cols);
+  for (size_t n = 0; n < n_cols; ++n) {
+    const int pl = p.columns[n].plane;
+    if (plane_slot[pl] < 0) {
+      plane_slot[pl] = static_cast<int>(slot_plane.size());
+      slot_plane.push_back(pl);
+    }
+    col_slot[n] = plane_slot[pl];
+  }
+  const size_t num_slots = slot_plane.size();
+
+  std::vector<float> w_f(by_adapter.empty() ? 0 : n_cols * k_len);  // reused per adapter
+  for (const auto& [adapter, spans] : by_adapter) {
+    std::vector<int64_t> rows;  // local row i <-> token rows[i]
+    for (const Span& s : spans)
+      for (int64_t m = s.start; m < s.end; ++m) rows.push_back(m);
+    const size_t R = rows.size();
+
+    // a_f[(slot * R + i) * Kd + k] = act[rows[i] + plane * M][k]
+    std::vector<float> a_f(num_slots * R * k_len);
+    parallel_for(num_slots * R, threads, [&](size_t t) {
+      const size_t slot = t / R, i = t % R;
+      const size_t a_row = static_cast<size_t>(rows[i] + slot_plane[slot] * M);
+      widen(p.in_dtype, p.act, a_row * k_len, k_len, a_f.data() + t * k_len);
+    });
+
+    const size_t base = static_cast<size_t>(adapter) * n_cols * k_len;  // size_t: may pass 4 GiB
+    const size_t n_blocks = (n_cols + kColBlock - 1) / kColBlock;
+    parallel_for(n_blocks, threads, [&](size_t nb) {
+      const size_t n0 = nb * kColBlock, n1 = std::min(n_cols, n0 + kColBlock);
+      widen(p.in_dtype, p.weights, base + n0 * k_len, (n1 - n0) * k_len, w_f.data() + n0 * k_len);
+    });
+
+    const size_t r_blocks = (R + kRowBlock - 1) / kRowBlock;
+    parallel_for(r_blocks * n_blocks, threads, [&](size_t t) {
+      const size_t i0 = (t / n_blocks) * kRowBlock, i1 = std::min(R, i0 + kRowBlock);
+      const size_t n0 = (t % n_blocks) * kColBlock, n1 = std::min(n_cols, n0 + kColBlock);
+      float result[kRowBlock];
+      for (size_t n = n0; n < n1; ++n) {
+        const float* w = w_f.data() + n * k_len;
+        const float* a_slot = a_f.data() + static_cast<size_t>(col_slot[n]) * R * k_len;
+        const float* a[kRowBlock];
+        for (size_t i = i0; i < i1; ++i) a[i - i0] = a_slot + i * k_len;
+        size_t i = i0;
+        for (; i + 4 <= i1; i += 4) dot_rows<4>(w, &a[i - i0], k_len, &result[i - i0]);
+        for (; i < i1; ++i) dot_rows<1>(w, &a[i - i0], k_len, &result[i - i0]);
+
+        const Column& c = p.columns[n];
+        for (i = i0; i < i1; ++i) {
+          const size_t idx = c.index(rows[i]);
+          const float v = p.scale * result[i - i0];  // fp32 multiply
+          if (p.accumulate)  // the old value joins in fp32; one rounding
+            store_from_float(p.out_dtype, c.out, idx, load_as_float(p.out_dtype, c.out, idx) + v);
+          else
+            store_from_float(p.out_dtype, c.out, idx, v);
+        }
+      }
+    });
+  }
+}
+
+}  // namespace
+
+void lora_shrink_qkv(const ggemm_lora_shrink_qkv_args& args, unsigned threads) {
+  const int64_t R = args.rank;
+  if (args.m <= 0 || R <= 0) return;
+  FusedProblem p;
+  p.in_dtype = args.x_dtype;
+  p.out_dtype = args.p_dtype;
+  p.m = args.m;
+  p.depth = args.k;
+  p.num_adapters = args.num_adapters;
+  p.act = args.x;
+  p.weights = args.lora_a;
+  p.columns.reserve(static_cast<size_t>(3 * R));
+  for (int64_t c = 0; c < 3 * R; ++c)  // plane c / R of P, column c % R; X has one plane
+    p.columns.push_back({0, args.p, (c / R) * args.m, R, c % R});
+  p.a_offsets = args.a_offsets;
+  p.adapter_ids = args.adapter_ids;
+  p.usage_stats = args.expert_usage_stats;
+  p.num_groups = args.num_groups;
+  p.scale = args.scale;
+  p.accumulate = args.accumulate != 0;
+  run_fused(p, threads);
+}
+
+void lora_expand_qkv(const ggemm_lora_expand_qkv_args& args, unsigned threads) {
+  const int64_t M = args.m, Q = args.q_dim, KV = args.kv_dim;
+  if (M <= 0 || args.rank <= 0 || Q < 0 || KV < 0) return;
+  FusedProblem p;
+  p.in_dtype = args.p_dtype;
+  p.out_dtype = args.out_dtype;
+  p.m = M;
+  p.depth = args.rank;
+  p.num_adapters = args.num_adapters;
+  p.act = args.p;
+  p.weights = args.lora_b;
+  p.columns.reserve(static_cast<size_t>(Q + 2 * KV));
+  for (int64_t j = 0; j < Q; ++j) p.columns.push_back({0, args.q_out, 0, Q, j});           // Q
+  for (int64_t j = 0; j < KV; ++j) p.columns.push_back({1, args.kv_out, 0, KV, j});        // K
+  for (int64_t j = 0; j < KV; ++j) p.columns.push_back({2, args.kv_out, M, KV, j});        // V
+  p.a_offsets = args.a_offsets;
+  p.adapter_ids = args.adapter_ids;
+  p.usage_stats = args.expert_usage_stats;
+  p.num_groups = args.num_groups;
+  p.scale = args.scale;
+  p.accumulate = args.accumulate != 0;
+  run_fused(p, threads);
+}
+
+}  // namespace ggemm::ref

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole GPU check-and-time run, for one call on the lent H200 (or any
+# sm_90 machine with CUDA 13, CMake and Ninja): build, every test (GPU ones
+# included), the demo, the Python tests and MoE example when PyTorch is
+# there, and the benchmarks. Logs go to $OUT (default ./h200_out); a summary
+# table is printed last.
+#
+#   scripts/h200_check.sh [bench-filter]     # default: all benchmarks
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/h200_out}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+filter=${1:-.}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$out/gpu.txt" 2>&1
+if ! { cmake --preset default > "$out/build.log" 2>&1 && cmake --build --preset default >> "$out/build.log" 2>&1; }; then
+  tail -40 "$out/build.log"; echo "BUILD FAILED"; exit 1
+fi
+echo "build: ok"
+
+timeout 420 ctest --preset default -j 8 > "$out/ctest.log" 2>&1
+echo "ctest rc=$?: $(grep -E 'tests passed' "$out/ctest.log")"
+grep -E '\*\*\*Failed|Timeout|\(Failed\)' "$out/ctest.log" | head -20
+
+timeout 120 ./build/ggemm_demo > "$out/demo.log" 2>&1
+echo "demo rc=$?: $(grep -E '^PASS|^FAIL|speed ratio' "$out/demo.log" | tr '\n' ' ')"
+
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  GGEMM_LIBRARY=$PWD/build/libggemm.so timeout 240 python3 -m pytest -q python/tests > "$out/pytest.log" 2>&1
+  echo "python tests rc=$?: $(tail -1 "$out/pytest.log")"
+  GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 120 python3 examples/python/moe_ffn.py > "$out/moe_ffn.log" 2>&1
+  echo "moe example rc=$?: $(tail -3 "$out/moe_ffn.log" | tr '\n' ' ')"
+fi
+
+timeout 400 ./build/bench/ggemm_bench --benchmark_filter="$filter" --benchmark_out="$out/bench.json" \
+  --benchmark_out_format=json > "$out/bench.txt" 2> "$out/bench.err"
+echo "bench rc=$?"
+python3 bench/summarize.py "$out/bench.json" 2>/dev/null | tail -16
