@@ -37,6 +37,7 @@ struct GroupedGemmParams {
   float alpha;              // multiplies every result (LoRA scale; 1 otherwise)
   uint32_t epilogue;
   uint32_t stages;
+  uint32_t staging_buffers;  // epilogue buffers per consumer warpgroup (1 or 2)
   uint32_t swizzle_bytes;  // 128, 64 or 32: one K-major smem row; tile_k = swizzle_bytes / 2
 };
 

@@ -134,7 +134,18 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
                 "tile_m %u with %u-byte swizzle and %s output leaves room for %u pipeline stage(s) in %d bytes "
                 "of shared memory; at least 2 are needed",
                 c.tile_m, c.swizzle_bytes, dtype_name(shape.c_dtype), fit, props.smem_optin);
-  if (c.stages == 0) {
+  // Two epilogue buffers when the whole reduction still fits in the pipeline
+  // with them (short K: LoRA, small hidden sizes): such calls are bound by
+  // their output stores, and the second buffer overlaps staging the next
+  // chunk with the TMA store of the last. With a long K the memory is worth
+  // more as pipeline stages (NOTES v0.3: 3 stages lost to 4).
+  const uint32_t tile_k = c.swizzle_bytes / 2;
+  const int64_t k_iters = (shape.k + tile_k - 1) / tile_k;
+  const uint32_t fit2 = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 2);
+  if (fit2 >= 2 && k_iters <= int64_t(fit2) && (c.stages == 0 || c.stages <= fit2)) {
+    c.staging_buffers = 2;
+    if (c.stages == 0) c.stages = fit2;
+  } else if (c.stages == 0) {
     c.stages = fit;
   } else if (c.stages > fit || c.stages < 2) {
     return fail(GGEMM_STATUS_INVALID_CONFIG,

@@ -23,6 +23,7 @@ struct Sm90Config {
   uint32_t tile_n = 128;       // features per tile (two m64 warpgroups)
   uint32_t swizzle_bytes = 0;  // 128, 64, 32; tile_k = swizzle_bytes / 2
   uint32_t stages = 0;
+  uint32_t staging_buffers = 1;  // epilogue buffers per consumer warpgroup
 };
 
 // Picks (or validates, when `override` is non-NULL) the config for a call.

@@ -85,6 +85,7 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   p.alpha = a.alpha;
   p.epilogue = uint32_t(a.epilogue);
   p.stages = cfg.stages;
+  p.staging_buffers = cfg.staging_buffers;
   p.swizzle_bytes = cfg.swizzle_bytes;
 
   // Persistent grid: one CTA per SM, fewer when the host's bound on the
@@ -97,7 +98,8 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   const int64_t col_blocks = (a.n + cfg.tile_n - 1) / cfg.tile_n + (a.split0 || a.split1 ? 2 : 0);
   const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(dev.props().sm_count, row_blocks * col_blocks));
 
-  const sm90::SmemLayout layout = sm90::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, out_bytes, cfg.stages);
+  const sm90::SmemLayout layout =
+      sm90::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, out_bytes, cfg.stages, cfg.staging_buffers);
   const std::string name = sm90_kernel_name(a.in_dtype, a.out_dtype, a.transpose_b, cfg.tile_m);
   CUkernel kernel = nullptr;
   GGEMM_TRY(dev.kernel(name, &kernel));
@@ -105,12 +107,12 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   if (debug_enabled()) {
     std::fprintf(stderr,
                  "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | "
-                 "kernel %s | tile %ux%ux%u stages %u swizzle %uB | grid %lld x %u threads, %u B smem\n",
+                 "kernel %s | tile %ux%ux%u stages %u swizzle %uB staging x%u | grid %lld x %u threads, %u B smem\n",
                  a.op, (long long)a.m, (long long)a.n, (long long)a.k, (long long)a.num_experts,
                  (long long)a.num_groups, dtype_name(a.in_dtype), dtype_name(a.out_dtype),
                  a.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)a.split0, (long long)a.split1,
                  a.a_planes ? " planes" : "", name.c_str(), cfg.tile_m, cfg.tile_n, tile_k, cfg.stages,
-                 cfg.swizzle_bytes, (long long)grid, sm90::kThreads, layout.total_bytes());
+                 cfg.swizzle_bytes, cfg.staging_buffers, (long long)grid, sm90::kThreads, layout.total_bytes());
   }
 
   CUlaunchConfig lc{};

@@ -9,9 +9,11 @@
 #                    CUDA_INCLUDE_DIR CUDA_LIBRARY_DIR VERSION
 set -euo pipefail
 build=$1 src=$2 cmake=$3 generator=$4 make_program=$5 cc=$6 cxx=$7 cuda_inc=$8 cuda_lib=$9 version=${10}
+nvcc=${11}
 major=${version%%.*}
-cuda_root=$(dirname "$cuda_lib")
-[[ -x "$cuda_root/bin/nvcc" ]] || cuda_root=$(dirname "$cuda_inc")
+# The toolkit's root is where nvcc's bin/ is: the include and library
+# directories can sit deeper (targets/x86_64-linux/ on some images).
+cuda_root=$(dirname "$(dirname "$nvcc")")
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v pkg-config >/dev/null || fail "pkg-config not found (scripts/setup.sh installs it)"

@@ -30,15 +30,16 @@ const uint32_t kOutBytes[] = {2, 4};
 // plus two 8-byte barriers (full, empty); once, the epilogue staging (two
 // warpgroups of min(tile_m, 128) x 64 outputs), one 8-byte epilogue barrier per
 // consumer warpgroup, and 1024 bytes to align the dynamic base.
-uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t out_bytes) {
+uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t out_bytes, uint64_t buffers = 1) {
   // The epilogue stages at most 128 tokens at a time.
   const uint64_t staged_tokens = tile_m < 128 ? tile_m : 128;
-  return stages * (128 * swizzle + tile_m * swizzle + 16) + 2 * staged_tokens * 64 * out_bytes + 2 * 8 + 1024;
+  return stages * (128 * swizzle + tile_m * swizzle + 16) + buffers * 2 * staged_tokens * 64 * out_bytes + 2 * 8 +
+         1024;
 }
 
-uint32_t expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t out_bytes, uint32_t smem) {
+uint32_t expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t out_bytes, uint32_t smem, uint32_t buffers = 1) {
   uint32_t s = 0;
-  while (s < sm90::kMaxStages && bytes_for(s + 1, tile_m, swizzle, out_bytes) <= smem) ++s;
+  while (s < sm90::kMaxStages && bytes_for(s + 1, tile_m, swizzle, out_bytes, buffers) <= smem) ++s;
   return s;
 }
 
@@ -205,8 +206,12 @@ TEST(ChooseSm90Config, AutomaticStagesFillSharedMemory) {
       for (int64_t k : {16, 32, 512}) {
         Sm90Config cfg;
         ASSERT_EQ(choose_sm90_config(h200(), shape(rows, k, true, out), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-        EXPECT_EQ(cfg.stages, expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448))
+        EXPECT_EQ(cfg.stages,
+                  expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448, cfg.staging_buffers))
             << "rows " << rows << ", k " << k << ", out " << dtype_name(out);
+        // Two epilogue buffers exactly when the whole K fits in the pipeline.
+        const uint32_t fit2 = expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448, 2);
+        EXPECT_EQ(cfg.staging_buffers, (k + cfg.swizzle_bytes / 2 - 1) / (cfg.swizzle_bytes / 2) <= fit2 ? 2u : 1u);
         EXPECT_EQ(cfg.tile_n, 128u);
       }
 }
@@ -290,6 +295,24 @@ TEST(ChooseSm90Config, RefusesSwizzleAndTileK) {
   o = blank_config();
   o.tile_k = 32;
   expect_refused(o, shape(4096, 4096, false), GGEMM_STATUS_INVALID_CONFIG, {"config->a_swizzle", "transpose_b"});
+}
+
+TEST(ChooseSm90Config, TwoEpilogueBuffersOnlyWhenTheWholeKFits) {
+  // Short K (a LoRA expand, K = rank 16: one k-step): the call is bound by its
+  // output stores, so the epilogue gets two buffers and the stages that fit
+  // beside them.
+  GroupedShape lora = shape(4096, 16);
+  Sm90Config cfg;
+  ASSERT_EQ(choose_sm90_config(h200(), lora, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.staging_buffers, 2u);
+  EXPECT_EQ(cfg.stages, sm90::max_stages(cfg.tile_m, cfg.swizzle_bytes, 2, 232448, 2));
+  // Long K: one buffer, every stage that fits.
+  ASSERT_EQ(choose_sm90_config(h200(), shape(4096, 4096), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.staging_buffers, 1u);
+  EXPECT_EQ(cfg.stages, sm90::max_stages(cfg.tile_m, cfg.swizzle_bytes, 2, 232448, 1));
+  // The second buffer costs exactly one buffer's bytes of pipeline room.
+  const auto one = sm90::make_smem_layout(128, 128, 2, 4, 1), two = sm90::make_smem_layout(128, 128, 2, 4, 2);
+  EXPECT_EQ(two.c_bytes, 2 * one.c_bytes);
 }
 
 TEST(ChooseSm90Config, RefusesTileM256WithAccumulate) {

@@ -98,7 +98,7 @@ struct GroupedGemmSm90 {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + kSmemAlign - 1) & ~uintptr_t(kSmemAlign - 1));
-    const SmemLayout layout = make_smem_layout(TileM, p.swizzle_bytes, kOutBytes, p.stages);
+    const SmemLayout layout = make_smem_layout(TileM, p.swizzle_bytes, kOutBytes, p.stages, p.staging_buffers);
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + layout.barrier_offset());
     uint64_t *empty = full + p.stages;
     uint64_t *c_loaded = empty + p.stages;  // [kConsumerWarpgroups]
@@ -188,6 +188,7 @@ struct GroupedGemmSm90 {
 #pragma unroll
     for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
     uint32_t c_loaded_phase = 0;
+    uint32_t staging_slot = 0;  // which epilogue buffer the next chunk uses
 
     for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
       const bool active = tile.expert >= 0;
@@ -196,8 +197,8 @@ struct GroupedGemmSm90 {
       } else if (p.epilogue == kEpilogueAccumulate) {
         continue;  // C += 0
       }
-      epilogue(p, tile, active, cw, tid, smem + layout.c_offset() + cw * kStagingBytes, c_loaded, c_loaded_phase,
-               acc);
+      epilogue(p, tile, active, cw, tid, smem + layout.c_offset() + cw * p.staging_buffers * kStagingBytes,
+               staging_slot, c_loaded, c_loaded_phase, acc);
     }
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
   }
@@ -274,7 +275,8 @@ struct GroupedGemmSm90 {
   // non-wgmma definition of the accumulators inside the tile loop, and ptxas
   // then serialises every wgmma of the mainloop (C7515).
   GGEMM_DEVICE static void epilogue(const GroupedGemmParams &p, const GroupedTile &tile, bool active, uint32_t cw,
-                                    uint32_t tid, uint8_t *staging, uint64_t *c_loaded, uint32_t &c_loaded_phase,
+                                    uint32_t tid, uint8_t *staging_base, uint32_t &staging_slot, uint64_t *c_loaded,
+                                    uint32_t &c_loaded_phase,
                                     const float (&acc)[kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
     const uint32_t barrier_id = 1 + cw;  // named barrier of this warpgroup (0 is __syncthreads)
@@ -302,10 +304,20 @@ struct GroupedGemmSm90 {
       const uint32_t rows = min(tile.rows - first, kStageTokens);
       const int32_t row0 = int32_t(tile.row0 + first);
 
-      // The staging tile may still be read by the previous TMA store; before
-      // the accumulate epilogue's TMA load overwrites it, this thread's
-      // generic reads of it (masked stores) are ordered before async writes.
-      if (tid == 0) ptx::tma_store_wait_group_read<0>();
+      // This chunk's buffer may still be read by an earlier TMA store: with
+      // two buffers, the one before last (the last one reads the other
+      // buffer); with one, the last. Before the accumulate epilogue's TMA load
+      // overwrites it, this thread's generic reads of it (masked stores) are
+      // ordered before async writes.
+      uint8_t *staging = staging_base + staging_slot * kStagingBytes;
+      if (p.staging_buffers == 2) staging_slot ^= 1;
+      if (tid == 0) {
+        if (p.staging_buffers == 2) {
+          ptx::tma_store_wait_group_read<1>();
+        } else {
+          ptx::tma_store_wait_group_read<0>();
+        }
+      }
       if (accumulate) ptx::fence_proxy_async_shared_cta();
       ptx::bar_sync(barrier_id, 128);
 

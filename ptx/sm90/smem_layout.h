@@ -15,7 +15,7 @@ constexpr uint32_t kSmemAlign = 1024;     // 128B-swizzled tiles need 1024-byte 
 struct SmemLayout {
   uint32_t weights_stage_bytes;  // kTileN x tile_k
   uint32_t tokens_stage_bytes;   // tile_m x tile_k
-  uint32_t c_bytes;              // epilogue staging, both warpgroups
+  uint32_t c_bytes;              // epilogue staging, both warpgroups, every buffer
   uint32_t stages;
 
   GGEMM_HOST_DEVICE constexpr uint32_t weights_offset(uint32_t s) const { return s * weights_stage_bytes; }
@@ -39,12 +39,16 @@ GGEMM_HOST_DEVICE constexpr uint32_t sm90_epilogue_stage_tokens(uint32_t tile_m)
   return tile_m < 128 ? tile_m : 128;
 }
 
+// `staging_buffers` (1 or 2) epilogue buffers per consumer warpgroup: with 2,
+// a warpgroup stages its next chunk while the TMA store of the last one still
+// reads shared memory.
 GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_t swizzle_bytes,
-                                                        uint32_t out_bytes, uint32_t stages) {
+                                                        uint32_t out_bytes, uint32_t stages,
+                                                        uint32_t staging_buffers = 1) {
   // One K-major row of a stage is one swizzle span (tile_k * 2 bytes).
   return SmemLayout{kTileN * swizzle_bytes, tile_m * swizzle_bytes,
-                    kConsumerWarpgroups * sm90_epilogue_stage_tokens(tile_m) * (kTileN / kConsumerWarpgroups) *
-                        out_bytes,
+                    staging_buffers * kConsumerWarpgroups * sm90_epilogue_stage_tokens(tile_m) *
+                        (kTileN / kConsumerWarpgroups) * out_bytes,
                     stages};
 }
 
@@ -52,8 +56,9 @@ GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_
 // shared memory per block), capped at kMaxStages; 0 if not even one fits.
 constexpr uint32_t kMaxStages = 32;
 GGEMM_HOST_DEVICE constexpr uint32_t max_stages(uint32_t tile_m, uint32_t swizzle_bytes,
-                                                uint32_t out_bytes, uint32_t smem_optin) {
-  SmemLayout one = make_smem_layout(tile_m, swizzle_bytes, out_bytes, 0);
+                                                uint32_t out_bytes, uint32_t smem_optin,
+                                                uint32_t staging_buffers = 1) {
+  SmemLayout one = make_smem_layout(tile_m, swizzle_bytes, out_bytes, 0, staging_buffers);
   uint32_t fixed = one.total_bytes();
   uint32_t per_stage = one.weights_stage_bytes + one.tokens_stage_bytes + 16;
   if (smem_optin < fixed + per_stage) return 0;
