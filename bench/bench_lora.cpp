@@ -50,9 +50,14 @@ constexpr int kWarmup = 3;
 constexpr double kDecodeExpandGoalUs = 6.0;
 
 enum class LoraOp { kExpand, kShrink };
-enum class LoraImpl { kGgemm, kCublasLoopGraph };
+// kGgemmGraph replays the same ggemm call captured in a CUDA graph, as
+// inference engines run decode: its time leaves out the host-side cost of a
+// call (tensor-map encoding, launch), which kGgemm includes.
+enum class LoraImpl { kGgemm, kGgemmGraph, kCublasLoopGraph };
 
-const char* impl_name(LoraImpl i) { return i == LoraImpl::kGgemm ? "ggemm" : "cublas_loop_graph"; }
+const char* impl_name(LoraImpl i) {
+  return i == LoraImpl::kGgemm ? "ggemm" : i == LoraImpl::kGgemmGraph ? "ggemm_graph" : "cublas_loop_graph";
+}
 
 struct LoraShape {
   const char* name;  // after "lora_expand_qkv_" or "lora_shrink_qkv_"
@@ -253,17 +258,19 @@ struct LoraSession {
   int shape_index = -1;
   std::unique_ptr<LoraProblem> problem;
   std::unique_ptr<LoraCublasLoopGraph> loop;
-  std::vector<uint16_t> want0, want1;  // the CPU reference's outputs
-  std::string verdict[2];              // per implementation: "" unchecked, "ok", else the failure
+  cudaGraphExec_t ggemm_graph = nullptr;  // the ggemm call, captured (kGgemmGraph)
+  std::vector<uint16_t> want0, want1;     // the CPU reference's outputs
+  std::string verdict[3];                 // per implementation: "" unchecked, "ok", else the failure
 
   LoraProblem& use_shape(int index) {
     if (index != shape_index) {
       loop.reset();
+      if (ggemm_graph) CUDA_CHECK(cudaGraphExecDestroy(ggemm_graph));
+      ggemm_graph = nullptr;
       problem.reset();
       want0.clear();
       want1.clear();
-      verdict[0].clear();
-      verdict[1].clear();
+      for (std::string& v : verdict) v.clear();
       const LoraShape& s = kLoraShapes[index];
       std::fprintf(stderr, "ggemm_bench: preparing %s\n", full_name(s).c_str());
       problem = make_lora_problem(s, 0x10a40000u + uint64_t(index));
@@ -295,6 +302,8 @@ struct LoraSession {
 };
 LoraSession* g_lora = nullptr;
 
+std::string enqueue_ggemm(LoraSession& s);
+
 // The call under test on the session stream; "" or the library's error.
 std::string enqueue(LoraSession& s, LoraImpl impl) {
   const LoraProblem& p = *s.problem;
@@ -303,6 +312,28 @@ std::string enqueue(LoraSession& s, LoraImpl impl) {
     s.loop->launch(s.env.stream);
     return "";
   }
+  if (impl == LoraImpl::kGgemmGraph) {
+    if (!s.ggemm_graph) {
+      cudaGraph_t graph;
+      CUDA_CHECK(cudaStreamBeginCapture(s.env.stream, cudaStreamCaptureModeThreadLocal));
+      const std::string err = enqueue_ggemm(s);
+      CUDA_CHECK(cudaStreamEndCapture(s.env.stream, &graph));
+      if (!err.empty()) {
+        CUDA_CHECK(cudaGraphDestroy(graph));
+        return err;
+      }
+      CUDA_CHECK(cudaGraphInstantiate(&s.ggemm_graph, graph, 0));
+      CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+    CUDA_CHECK(cudaGraphLaunch(s.ggemm_graph, s.env.stream));
+    return "";
+  }
+  return enqueue_ggemm(s);
+}
+
+// One direct ggemm call on the session stream; "" or the library's error.
+std::string enqueue_ggemm(LoraSession& s) {
+  const LoraProblem& p = *s.problem;
   ggemm_status st;
   if (p.expand()) {
     const ggemm_lora_expand_qkv_args a = p.expand_args();
@@ -366,7 +397,7 @@ void bench_lora(benchmark::State& state, int shape_index, LoraImpl impl) {
   LoraSession& s = *g_lora;
   s.use_shape(shape_index);
   const LoraProblem& p = *s.problem;
-  std::string& verdict = s.verdict[impl == LoraImpl::kGgemm ? 0 : 1];
+  std::string& verdict = s.verdict[static_cast<int>(impl)];
   if (verdict.empty()) {
     const std::string bad = verify(s, impl);
     verdict = bad.empty() ? "ok" : bad;
@@ -422,7 +453,7 @@ void register_lora_benchmarks(const LoraBenchEnv& env) {
   session.env = env;
   g_lora = &session;
   for (int i = 0; i < kNumLoraShapes; ++i)
-    for (LoraImpl impl : {LoraImpl::kGgemm, LoraImpl::kCublasLoopGraph}) {
+    for (LoraImpl impl : {LoraImpl::kGgemm, LoraImpl::kGgemmGraph, LoraImpl::kCublasLoopGraph}) {
       const std::string name = full_name(kLoraShapes[i]) + "/" + impl_name(impl);
       benchmark::RegisterBenchmark(name.c_str(), bench_lora, i, impl)
           ->UseManualTime()
@@ -436,6 +467,8 @@ void register_lora_benchmarks(const LoraBenchEnv& env) {
 void release_lora_benchmarks() {
   if (!g_lora) return;
   g_lora->loop.reset();
+  if (g_lora->ggemm_graph) CUDA_CHECK(cudaGraphExecDestroy(g_lora->ggemm_graph));
+  g_lora->ggemm_graph = nullptr;
   g_lora->problem.reset();
   g_lora->shape_index = -1;
 }
