@@ -37,7 +37,7 @@ bool is_tile_m(uint32_t v, uint32_t out_bytes) {
 // 256-row groups 0.80 -> 0.83), while for ~128-row groups it wastes half of
 // every tile. Partial row blocks run narrower MMAs in the kernel, so a large
 // tile costs little at group ends.
-uint32_t auto_tile_m(const GroupedShape &s, int sm_count) {
+uint32_t auto_tile_m(const GroupedShape &s) {
   const int64_t max_rows = s.max_rows_per_group > 0 && s.max_rows_per_group < s.m ? s.max_rows_per_group : s.m;
   // The typical group: the average over the groups, never above the largest.
   const int64_t avg_rows = std::min<int64_t>((s.m + s.num_groups - 1) / s.num_groups, max_rows);
@@ -46,14 +46,7 @@ uint32_t auto_tile_m(const GroupedShape &s, int sm_count) {
   if (max_rows <= 64) return 64;
   const bool tile256_ok = GGEMM_SM90_MAX_TILE_M(dtype_bytes(s.c_dtype)) >= 256 &&
                           (s.epilogue != GGEMM_EPILOGUE_ACCUMULATE || GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(256));
-  uint32_t tile = avg_rows >= 256 && tile256_ok ? 256 : 128;
-  // Fill the machine: while the tiles (at least ceil(M / tile) row blocks
-  // times the column blocks) would leave SMs idle, halve the token tile,
-  // down to 64 (a LoRA shrink has N = 3 * rank: 3 column blocks, so 4096
-  // tokens in 256-token tiles would be 48 tiles for 132 SMs).
-  const int64_t col_blocks = s.col_blocks > 0 ? s.col_blocks : (s.n + 127) / 128;
-  while (tile > 64 && ((s.m + tile - 1) / tile) * col_blocks < sm_count) tile /= 2;
-  return tile;
+  return avg_rows >= 256 && tile256_ok ? 256 : 128;
 }
 
 // The automatic swizzle: one 128-byte row of K per stage (tile_k 64), unless
@@ -131,7 +124,7 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
       return fail(GGEMM_STATUS_INVALID_CONFIG, "config->stages = %d: must be >= 0", o->stages);
     c.stages = uint32_t(o->stages);
   }
-  if (!c.tile_m) c.tile_m = auto_tile_m(shape, props.sm_count);
+  if (!c.tile_m) c.tile_m = auto_tile_m(shape);
   if (!c.swizzle_bytes) c.swizzle_bytes = auto_swizzle(shape);
 
   const uint32_t fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin));

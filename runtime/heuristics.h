@@ -16,7 +16,6 @@ struct GroupedShape {
   int64_t num_groups;
   int64_t max_rows_per_group;  // 0 = unknown (M)
   ggemm_epilogue epilogue = GGEMM_EPILOGUE_STORE;
-  int64_t col_blocks = 0;  // 128-wide column blocks over all segments; 0 = ceil(n / 128)
 };
 
 struct Sm90Config {

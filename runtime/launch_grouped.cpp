@@ -33,12 +33,8 @@ bool debug_enabled() {
 
 ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   const Driver &drv = dev.driver();
-  // Column blocks over all segments (each segment is tiled from its start).
-  const int64_t seg_end0 = a.split0 || a.split1 ? a.split0 : a.n, seg_end1 = a.split0 || a.split1 ? a.split1 : a.n;
-  auto blocks = [](int64_t width) { return (width + sm90::kTileN - 1) / sm90::kTileN; };
-  const int64_t col_blocks = blocks(seg_end0) + blocks(seg_end1 - seg_end0) + blocks(a.n - seg_end1);
-  const GroupedShape shape{a.in_dtype,   a.out_dtype,          a.m,        a.n,       a.k, a.transpose_b,
-                           a.num_groups, a.max_rows_per_group, a.epilogue, col_blocks};
+  const GroupedShape shape{a.in_dtype,   a.out_dtype,          a.m,       a.n, a.k, a.transpose_b,
+                           a.num_groups, a.max_rows_per_group, a.epilogue};
   Sm90Config cfg;
   GGEMM_TRY(choose_sm90_config(dev.props(), shape, a.config, &cfg));
   const uint32_t tile_k = cfg.swizzle_bytes / 2;
@@ -99,6 +95,10 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   const int64_t row_blocks_per_group = (rows + cfg.tile_m - 1) / cfg.tile_m;
   const int64_t row_blocks = std::min<int64_t>(a.num_groups * row_blocks_per_group,
                                                (a.m + cfg.tile_m - 1) / cfg.tile_m + a.num_groups);
+  // Column blocks over all segments (each segment is tiled from its start).
+  const int64_t seg_end0 = a.split0 || a.split1 ? a.split0 : a.n, seg_end1 = a.split0 || a.split1 ? a.split1 : a.n;
+  auto blocks = [](int64_t width) { return (width + sm90::kTileN - 1) / sm90::kTileN; };
+  const int64_t col_blocks = blocks(seg_end0) + blocks(seg_end1 - seg_end0) + blocks(a.n - seg_end1);
   const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(dev.props().sm_count, row_blocks * col_blocks));
 
   const sm90::SmemLayout layout =

@@ -315,32 +315,6 @@ TEST(ChooseSm90Config, TwoEpilogueBuffersOnlyWhenTheWholeKFits) {
   EXPECT_EQ(two.c_bytes, 2 * one.c_bytes);
 }
 
-TEST(ChooseSm90Config, TileMShrinksToFillTheMachine) {
-  // A LoRA shrink: 4096 tokens, 8 adapters of 512 rows, N = 3 * 16 in three
-  // segments (3 column blocks). 256-token tiles would make 48 tiles for 132
-  // SMs; 128 makes 96; 64 makes 192.
-  GroupedShape shrink = shape(512, 4096);
-  shrink.m = 4096;
-  shrink.num_groups = 8;
-  shrink.n = 48;
-  shrink.col_blocks = 3;
-  Sm90Config cfg;
-  ASSERT_EQ(choose_sm90_config(h200(), shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-  EXPECT_EQ(cfg.tile_m, 64u);
-  // Never below 64 for large groups, however few tiles there are.
-  shrink.m = 1024;
-  shrink.max_rows_per_group = 128;
-  ASSERT_EQ(choose_sm90_config(h200(), shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.tile_m, 64u);
-  // Enough column blocks: the tile stays as large as the groups allow.
-  shrink.m = 4096;
-  shrink.max_rows_per_group = 512;
-  shrink.n = 6144;
-  shrink.col_blocks = 48;
-  ASSERT_EQ(choose_sm90_config(h200(), shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.tile_m, 256u);
-}
-
 TEST(ChooseSm90Config, RefusesTileM256WithAccumulate) {
   ggemm_config o = blank_config();
   o.tile_m = 256;
