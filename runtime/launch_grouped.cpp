@@ -6,6 +6,7 @@
 
 #include "ptx/grouped_params.h"
 #include "ptx/sm90/smem_layout.h"
+#include "runtime/debug.h"
 #include "runtime/heuristics.h"
 #include "runtime/tensor_map.h"
 
@@ -19,14 +20,6 @@ CUtensorMapDataType tma_dtype(ggemm_dtype t) {
     case GGEMM_DTYPE_FP32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   }
   return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-}
-
-bool debug_enabled() {
-  static const bool on = [] {
-    const char *v = std::getenv("GGEMM_DEBUG");
-    return v && *v && *v != '0';
-  }();
-  return on;
 }
 
 }  // namespace

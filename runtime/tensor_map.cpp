@@ -1,6 +1,19 @@
 #include "runtime/tensor_map.h"
 
+#include <cstdio>
+#include <cstdlib>
+
+#include "runtime/debug.h"
+
 namespace ggemm {
+
+bool debug_enabled() {
+  static const bool on = [] {
+    const char *v = std::getenv("GGEMM_DEBUG");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
 
 CUtensorMapSwizzle tma_swizzle_for_bytes(uint32_t bytes) {
   switch (bytes) {
@@ -33,6 +46,18 @@ ggemm_status encode_tensor_map(const Driver &drv, const TensorMapSpec &s, CUtens
                 s.what, s.rank, (unsigned long long)s.dims[0], (unsigned long long)(s.rank > 1 ? s.dims[1] : 0),
                 (unsigned long long)(s.rank > 2 ? s.dims[2] : 0), s.box[0], s.rank > 1 ? s.box[1] : 0,
                 s.rank > 2 ? s.box[2] : 0, name);
+  }
+  if (debug_enabled()) {
+    std::fprintf(stderr,
+                 "[ggemm]   tensor map %-16s base %p dims {%llu, %llu, %llu} row pitch %llu B box {%u, %u, %u} "
+                 "swizzle %s\n",
+                 s.what, s.base, (unsigned long long)s.dims[0], (unsigned long long)(s.rank > 1 ? s.dims[1] : 1),
+                 (unsigned long long)(s.rank > 2 ? s.dims[2] : 1), (unsigned long long)(s.rank > 1 ? strides[0] : 0),
+                 s.box[0], s.rank > 1 ? s.box[1] : 1, s.rank > 2 ? s.box[2] : 1,
+                 s.swizzle == CU_TENSOR_MAP_SWIZZLE_128B  ? "128B"
+                 : s.swizzle == CU_TENSOR_MAP_SWIZZLE_64B ? "64B"
+                 : s.swizzle == CU_TENSOR_MAP_SWIZZLE_32B ? "32B"
+                                                          : "none");
   }
   return GGEMM_STATUS_SUCCESS;
 }
