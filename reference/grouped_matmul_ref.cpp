@@ -12,76 +12,16 @@
 #include <vector>
 
 #include "ggemm_reference.h"
+#include "ref_common.h"
 
 namespace ggemm::ref {
 namespace {
 
-// Runs fn(i) for every i in [0, count) on up to `threads` threads (the calling
-// thread included), handing items out one at a time so uneven items balance.
-template <class Fn>
-void parallel_for(size_t count, unsigned threads, const Fn& fn) {
-  const size_t workers = std::min<size_t>(threads, count);
-  if (workers <= 1) {
-    for (size_t i = 0; i < count; ++i) fn(i);
-    return;
-  }
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count;) fn(i);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(workers - 1);
-  for (size_t t = 1; t < workers; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-}
-
-// Widens `count` elements of `base`, starting at element `first`, to float.
-// The switch sits outside the loop so the loop stays a simple stream.
-void widen(ggemm_dtype dtype, const void* base, size_t first, size_t count, float* out) {
-  switch (dtype) {
-    case GGEMM_DTYPE_BF16: {
-      const uint16_t* p = static_cast<const uint16_t*>(base) + first;
-      for (size_t i = 0; i < count; ++i) out[i] = bf16_to_float(p[i]);
-      return;
-    }
-    case GGEMM_DTYPE_FP16: {
-      const uint16_t* p = static_cast<const uint16_t*>(base) + first;
-      for (size_t i = 0; i < count; ++i) out[i] = fp16_to_float(p[i]);
-      return;
-    }
-    case GGEMM_DTYPE_FP32: {
-      const float* p = static_cast<const float*>(base) + first;
-      std::copy(p, p + count, out);
-      return;
-    }
-  }
-}
-
-// Dot products of one weight row with R activation rows. kLanes independent
-// partial sums per row let the compiler vectorise without reassociating
-// (no -ffast-math), and the reduction order is the same for every R, so an
-// element's value does not depend on which rows shared its tile.
-constexpr int kLanes = 8;
-
-template <int R>
-inline void dot_rows(const float* w, const float* const* a, size_t k_len, float* out) {
-  float acc[R][kLanes] = {};
-  size_t k = 0;
-  for (; k + kLanes <= k_len; k += kLanes)
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < kLanes; ++j) acc[r][j] += a[r][k + j] * w[k + j];
-  for (int j = 0; k + j < k_len; ++j)  // tail (K is a multiple of 8 in the contract)
-    for (int r = 0; r < R; ++r) acc[r][j] += a[r][k + j] * w[k + j];
-  for (int r = 0; r < R; ++r)
-    out[r] = ((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3])) +
-             ((acc[r][4] + acc[r][5]) + (acc[r][6] + acc[r][7]));
-}
-
-struct Span {  // rows [start, end) of one group
-  int64_t start;
-  int64_t end;
-};
+using detail::dot_rows;
+using detail::kLanes;
+using detail::parallel_for;
+using detail::Span;
+using detail::widen;
 
 // Tile sizes: a task covers kRowBlock rows x kColBlock columns, which keeps
 // its activation rows and the current weight row in cache for K up to ~8k.
@@ -96,24 +36,11 @@ void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const size_t n_cols = static_cast<size_t>(N), k_len = static_cast<size_t>(K > 0 ? K : 0);
 
-  // Groups exactly as the kernel's scheduler reads them: a clamped,
-  // non-overlapping walk over the first num_active offsets.
-  const int64_t num_active =
-      std::min<int64_t>(static_cast<int64_t>(args.expert_usage_stats[1]), args.num_groups);
-  std::map<int32_t, std::vector<Span>> by_expert;  // valid experts, in id order
-  std::vector<Span> inactive;
-  int64_t prev_end = 0;
-  for (int64_t g = 0; g < num_active; ++g) {
-    const int64_t start = std::clamp<int64_t>(args.a_offsets[g], prev_end, M);
-    const int64_t end = std::clamp<int64_t>(args.a_offsets[g + 1], start, M);
-    prev_end = end;
-    if (end == start) continue;
-    const int32_t e = args.expert_ids[g];
-    if (e < 0 || e >= args.num_experts)
-      inactive.push_back({start, end});
-    else
-      by_expert[e].push_back({start, end});
-  }
+  // Groups exactly as the kernel's scheduler reads them.
+  const detail::GroupSpans spans =
+      detail::group_spans(args.a_offsets, args.expert_ids, args.expert_usage_stats, args.num_groups, args.num_experts, M);
+  const std::map<int32_t, std::vector<Span>>& by_expert = spans.by_id;
+  const std::vector<Span>& inactive = spans.inactive;
 
   const ggemm_dtype c_dtype = args.c_dtype;
   const bool accumulate = args.epilogue == GGEMM_EPILOGUE_ACCUMULATE;

@@ -23,74 +23,16 @@
 #include <vector>
 
 #include "ggemm_reference.h"
+#include "ref_common.h"
 
 namespace ggemm::ref {
 namespace {
 
-// Runs fn(i) for every i in [0, count) on up to `threads` threads (the calling
-// thread included), handing items out one at a time so uneven items balance.
-template <class Fn>
-void parallel_for(size_t count, unsigned threads, const Fn& fn) {
-  const size_t workers = std::min<size_t>(threads, count);
-  if (workers <= 1) {
-    for (size_t i = 0; i < count; ++i) fn(i);
-    return;
-  }
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count;) fn(i);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(workers - 1);
-  for (size_t t = 1; t < workers; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-}
-
-// Widens `count` elements of `base`, from element `first`, to float.
-void widen(ggemm_dtype dtype, const void* base, size_t first, size_t count, float* out) {
-  switch (dtype) {
-    case GGEMM_DTYPE_BF16: {
-      const uint16_t* p = static_cast<const uint16_t*>(base) + first;
-      for (size_t i = 0; i < count; ++i) out[i] = bf16_to_float(p[i]);
-      return;
-    }
-    case GGEMM_DTYPE_FP16: {
-      const uint16_t* p = static_cast<const uint16_t*>(base) + first;
-      for (size_t i = 0; i < count; ++i) out[i] = fp16_to_float(p[i]);
-      return;
-    }
-    case GGEMM_DTYPE_FP32: {
-      const float* p = static_cast<const float*>(base) + first;
-      std::copy(p, p + count, out);
-      return;
-    }
-  }
-}
-
-// Dot products of one weight row with R activation rows: kLanes independent
-// partial sums (vectorisable without reassociation), reduced in a fixed tree,
-// the same for every R, so an element does not depend on its tile mates.
-constexpr int kLanes = 8;
-
-template <int R>
-inline void dot_rows(const float* w, const float* const* a, size_t k_len, float* out) {
-  float acc[R][kLanes] = {};
-  size_t k = 0;
-  for (; k + kLanes <= k_len; k += kLanes)
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < kLanes; ++j) acc[r][j] += a[r][k + j] * w[k + j];
-  for (int j = 0; k + j < k_len; ++j)  // tail (the contract's depths are multiples of 8)
-    for (int r = 0; r < R; ++r) acc[r][j] += a[r][k + j] * w[k + j];
-  for (int r = 0; r < R; ++r)
-    out[r] = ((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3])) +
-             ((acc[r][4] + acc[r][5]) + (acc[r][6] + acc[r][7]));
-}
-
-struct Span {  // rows [start, end) of one group
-  int64_t start;
-  int64_t end;
-};
+using detail::dot_rows;
+using detail::kLanes;
+using detail::parallel_for;
+using detail::Span;
+using detail::widen;
 
 // Where fused column n reads and writes: activation row m + plane * M; output
 // element (m + row_shift) * ld + col of `out`.
@@ -131,24 +73,11 @@ void run_fused(const FusedProblem& p, unsigned threads) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const size_t k_len = static_cast<size_t>(p.depth > 0 ? p.depth : 0);
 
-  // Groups exactly as the kernel's scheduler reads them (grouped_matmul's
-  // rules): the first num_active offsets, clamped so they never overlap or
-  // overrun M.
-  const int64_t num_active = std::min<int64_t>(static_cast<int64_t>(p.usage_stats[1]), p.num_groups);
-  std::map<int32_t, std::vector<Span>> by_adapter;  // valid adapters, in id order
-  std::vector<Span> inactive;
-  int64_t prev_end = 0;
-  for (int64_t g = 0; g < num_active; ++g) {
-    const int64_t start = std::clamp<int64_t>(p.a_offsets[g], prev_end, M);
-    const int64_t end = std::clamp<int64_t>(p.a_offsets[g + 1], start, M);
-    prev_end = end;
-    if (end == start) continue;
-    const int32_t a = p.adapter_ids[g];
-    if (a < 0 || a >= p.num_adapters)
-      inactive.push_back({start, end});
-    else
-      by_adapter[a].push_back({start, end});
-  }
+  // Groups exactly as the kernel's scheduler reads them.
+  const detail::GroupSpans spans =
+      detail::group_spans(p.a_offsets, p.adapter_ids, p.usage_stats, p.num_groups, p.num_adapters, M);
+  const std::map<int32_t, std::vector<Span>>& by_adapter = spans.by_id;
+  const std::vector<Span>& inactive = spans.inactive;
 
   // Inactive groups: zeros in every output row they own (store), or no
   // change at all (accumulate: += 0 leaves even -0 and NaN as they were).
