@@ -1,4 +1,4 @@
-"""ggemm: grouped matrix products for Mixture-of-Experts on NVIDIA Hopper, from Python.
+"""ggemm: grouped matrix products for Mixture-of-Experts and multi-adapter LoRA on NVIDIA Hopper, from Python.
 
 Pure Python over the C ABI (ctypes): no compile step. The shared library is
 found through $GGEMM_LIBRARY, then ggemm/_lib/ inside this package, then the
@@ -6,6 +6,9 @@ system loader; it is loaded on first use, so `import ggemm` always works.
 
     import torch, ggemm
     ggemm.grouped_matmul(x_sorted, w, out, offsets, expert_ids, usage_stats)
+    ggemm.lora_shrink_qkv(x, lora_a, p, offsets, adapter_ids, usage_stats)
+    ggemm.lora_expand_qkv(p, lora_b, q_out, kv_out, offsets, adapter_ids, usage_stats,
+                          scale=alpha / rank, accumulate=True)
 
 Tensors: PyTorch CUDA tensors, CuPy arrays, or anything exposing
 __cuda_array_interface__ or DLPack. Errors from the library raise
@@ -20,6 +23,8 @@ from ._capi import (
     Epilogue,
     GroupedMatmulArgs,
     LibraryNotFoundError,
+    LoraExpandQkvArgs,
+    LoraShrinkQkvArgs,
     Status,
     library_candidates,
     load_library,
@@ -30,6 +35,8 @@ from ._core import (
     default_handle,
     grouped_matmul,
     library_path,
+    lora_expand_qkv,
+    lora_shrink_qkv,
     status_string,
     version,
 )
@@ -54,6 +61,8 @@ __all__ = [
     "HEADER_VERSION",
     "Handle",
     "LibraryNotFoundError",
+    "LoraExpandQkvArgs",
+    "LoraShrinkQkvArgs",
     "MAX_GROUPS",
     "Status",
     "default_handle",
@@ -62,6 +71,8 @@ __all__ = [
     "library_candidates",
     "library_path",
     "load_library",
+    "lora_expand_qkv",
+    "lora_shrink_qkv",
     "status_string",
     "version",
     "__version__",

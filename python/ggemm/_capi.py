@@ -12,7 +12,7 @@ import enum
 import glob
 import os
 import threading
-from ctypes import POINTER, Structure, c_char_p, c_int, c_int64, c_size_t, c_void_p
+from ctypes import POINTER, Structure, c_char_p, c_float, c_int, c_int64, c_size_t, c_void_p
 from typing import List, Optional, Tuple
 
 # The header version these bindings mirror (GGEMM_VERSION's encoding).
@@ -128,6 +128,66 @@ class GroupedMatmulArgs(Structure):
         self.struct_size = ctypes.sizeof(GroupedMatmulArgs)
 
 
+class LoraShrinkQkvArgs(Structure):
+    """ggemm_lora_shrink_qkv_args. Pointers are plain integers (device addresses)."""
+
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("x_dtype", c_int),
+        ("p_dtype", c_int),
+        ("m", c_int64),
+        ("k", c_int64),
+        ("rank", c_int64),
+        ("num_adapters", c_int64),
+        ("x", c_void_p),
+        ("lora_a", c_void_p),
+        ("p", c_void_p),
+        ("a_offsets", c_void_p),
+        ("adapter_ids", c_void_p),
+        ("expert_usage_stats", c_void_p),
+        ("num_groups", c_int64),
+        ("max_rows_per_group", c_int64),
+        ("scale", c_float),
+        ("accumulate", c_int),
+        ("config", POINTER(Config)),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.struct_size = ctypes.sizeof(LoraShrinkQkvArgs)
+
+
+class LoraExpandQkvArgs(Structure):
+    """ggemm_lora_expand_qkv_args. Pointers are plain integers (device addresses)."""
+
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("p_dtype", c_int),
+        ("out_dtype", c_int),
+        ("m", c_int64),
+        ("rank", c_int64),
+        ("q_dim", c_int64),
+        ("kv_dim", c_int64),
+        ("num_adapters", c_int64),
+        ("p", c_void_p),
+        ("lora_b", c_void_p),
+        ("q_out", c_void_p),
+        ("kv_out", c_void_p),
+        ("a_offsets", c_void_p),
+        ("adapter_ids", c_void_p),
+        ("expert_usage_stats", c_void_p),
+        ("num_groups", c_int64),
+        ("max_rows_per_group", c_int64),
+        ("scale", c_float),
+        ("accumulate", c_int),
+        ("config", POINTER(Config)),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.struct_size = ctypes.sizeof(LoraExpandQkvArgs)
+
+
 class LibraryNotFoundError(OSError):
     """libggemm.so could not be found or loaded."""
 
@@ -175,6 +235,10 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.ggemm_destroy.argtypes = [c_void_p]
     lib.ggemm_grouped_matmul.restype = c_int
     lib.ggemm_grouped_matmul.argtypes = [c_void_p, POINTER(GroupedMatmulArgs), c_void_p]
+    lib.ggemm_lora_shrink_qkv.restype = c_int
+    lib.ggemm_lora_shrink_qkv.argtypes = [c_void_p, POINTER(LoraShrinkQkvArgs), c_void_p]
+    lib.ggemm_lora_expand_qkv.restype = c_int
+    lib.ggemm_lora_expand_qkv.argtypes = [c_void_p, POINTER(LoraExpandQkvArgs), c_void_p]
 
 
 def open_library(path: str) -> ctypes.CDLL:
@@ -257,6 +321,8 @@ __all__ = [
     "Epilogue",
     "GroupedMatmulArgs",
     "LibraryNotFoundError",
+    "LoraExpandQkvArgs",
+    "LoraShrinkQkvArgs",
     "Status",
     "library_candidates",
     "load_library",

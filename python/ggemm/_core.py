@@ -1,4 +1,4 @@
-"""Handles, errors and the grouped matmul call."""
+"""Handles, errors, and the calls: grouped matmul, LoRA Q/K/V shrink and expand."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _capi
-from ._capi import Config, Dtype, Epilogue, GroupedMatmulArgs, Status
+from ._capi import Config, Dtype, Epilogue, GroupedMatmulArgs, LoraExpandQkvArgs, LoraShrinkQkvArgs, Status
 from ._tensor import TensorInfo, cai_stream, describe, is_cupy_array, is_torch_tensor
 
 
@@ -113,6 +113,14 @@ class Handle:
         """grouped_matmul(...) on this handle."""
         return grouped_matmul(*args, handle=self, **kwargs)
 
+    def lora_shrink_qkv(self, *args: Any, **kwargs: Any) -> Any:
+        """lora_shrink_qkv(...) on this handle."""
+        return lora_shrink_qkv(*args, handle=self, **kwargs)
+
+    def lora_expand_qkv(self, *args: Any, **kwargs: Any) -> Any:
+        """lora_expand_qkv(...) on this handle."""
+        return lora_expand_qkv(*args, handle=self, **kwargs)
+
 
 _default_lock = threading.Lock()
 _default_handles: Dict[int, Handle] = {}
@@ -207,10 +215,11 @@ def parse_epilogue(epilogue: Union[str, int, Epilogue]) -> Epilogue:
 
 @dataclass
 class BuiltArgs:
-    """A filled ggemm_grouped_matmul_args, the device the tensors live on (None
-    if no tensor says), and what must stay alive until the call returns."""
+    """A filled argument struct (ggemm_grouped_matmul_args, or a LoRA one), the
+    device the tensors live on (None if no tensor says), and what must stay
+    alive until the call returns."""
 
-    args: GroupedMatmulArgs
+    args: Union[GroupedMatmulArgs, LoraShrinkQkvArgs, LoraExpandQkvArgs]
     device: Optional[int]
     tensors: Dict[str, TensorInfo]
     keepalive: List[Any] = field(default_factory=list)
@@ -227,6 +236,40 @@ def _need(info: TensorInfo, ndim: int, dtypes: Sequence[str], what: str) -> None
             f"{info.shape} with strides {info.strides} (in elements). Make a contiguous copy first "
             "(e.g. .contiguous() in PyTorch, cupy.ascontiguousarray)."
         )
+
+
+def _check_groups(io: TensorInfo, ie: TensorInfo, iu: TensorInfo, num_groups: Optional[int]) -> int:
+    """The group count (default len(a_offsets) - 1), checked against the routing arrays' lengths."""
+    capacity = io.shape[0] - 1
+    groups = capacity if num_groups is None else int(num_groups)
+    if capacity < 1:
+        raise ValueError(f"a_offsets: needs num_groups + 1 >= 2 entries, has {io.shape[0]}")
+    if groups > capacity:
+        raise ValueError(f"num_groups={groups}: a_offsets holds only {capacity} groups ({io.shape[0]} entries)")
+    if ie.shape[0] < groups:
+        raise ValueError(f"{ie.name}: has {ie.shape[0]} entries, num_groups is {groups}")
+    if iu.shape[0] < 2:
+        raise ValueError(f"usage_stats: needs 2 entries (max rows in a group, active groups), has {iu.shape[0]}")
+    return groups
+
+
+def _one_device(infos: Mapping[str, TensorInfo]) -> Optional[int]:
+    """The CUDA ordinal all the tensors share (None when none says); refuses a mix."""
+    devices = {i.device for i in infos.values() if i.device is not None}
+    if len(devices) > 1:
+        where = ", ".join(f"{i.name}: cuda:{i.device}" for i in infos.values() if i.device is not None)
+        raise ValueError(f"tensors are on different devices ({where})")
+    return devices.pop() if devices else None
+
+
+def _finish(args: Any, device: Optional[int], infos: Dict[str, TensorInfo], config: Any) -> BuiltArgs:
+    """Attaches the config (kept alive with the DLPack capsules) and wraps the struct."""
+    keepalive: List[Any] = [i.keepalive for i in infos.values() if i.keepalive]
+    if config is not None:
+        cfg = config if isinstance(config, Config) else Config(**dict(config))
+        args.config = ctypes.pointer(cfg)
+        keepalive.append(cfg)
+    return BuiltArgs(args=args, device=device, tensors=infos, keepalive=keepalive)
 
 
 def _build_args(
@@ -292,16 +335,7 @@ def _build_args(
         layout = "[E, N, K] (transpose_b=True)" if transpose_b else "[E, K, N] (transpose_b=False)"
         raise ValueError(f"b: shape {ib.shape} does not match {layout} = {expect_b} for a {ia.shape} and out {ic.shape}")
 
-    capacity = io.shape[0] - 1
-    groups = capacity if num_groups is None else int(num_groups)
-    if capacity < 1:
-        raise ValueError(f"a_offsets: needs num_groups + 1 >= 2 entries, has {io.shape[0]}")
-    if groups > capacity:
-        raise ValueError(f"num_groups={groups}: a_offsets holds only {capacity} groups ({io.shape[0]} entries)")
-    if ie.shape[0] < groups:
-        raise ValueError(f"expert_ids: has {ie.shape[0]} entries, num_groups is {groups}")
-    if iu.shape[0] < 2:
-        raise ValueError(f"usage_stats: needs 2 entries (max rows in a group, active groups), has {iu.shape[0]}")
+    groups = _check_groups(io, ie, iu, num_groups)
 
     if epi == Epilogue.ROW_SCALE:
         if row_scale is None:
@@ -313,11 +347,7 @@ def _build_args(
     elif row_scale is not None:
         raise ValueError(f"row_scale is read only by epilogue='row_scale' (epilogue is {epi.name.lower()!r})")
 
-    devices = {i.device for i in infos.values() if i.device is not None}
-    if len(devices) > 1:
-        where = ", ".join(f"{i.name}: cuda:{i.device}" for i in infos.values() if i.device is not None)
-        raise ValueError(f"tensors are on different devices ({where})")
-    device = devices.pop() if devices else None
+    device = _one_device(infos)
 
     args = GroupedMatmulArgs()
     args.a_dtype = _OPERAND_DTYPES[ia.dtype]
@@ -333,12 +363,7 @@ def _build_args(
     args.epilogue = int(epi)
     if row_scale is not None:
         args.row_scale = infos["row_scale"].ptr or None
-    keepalive: List[Any] = [i.keepalive for i in infos.values() if i.keepalive]
-    if config is not None:
-        cfg = config if isinstance(config, Config) else Config(**dict(config))
-        args.config = ctypes.pointer(cfg)
-        keepalive.append(cfg)
-    return BuiltArgs(args=args, device=device, tensors=infos, keepalive=keepalive)
+    return _finish(args, device, infos, config)
 
 
 def grouped_matmul(
@@ -405,11 +430,293 @@ def grouped_matmul(
         config=config,
         stream=s,
     )
+    _launch("ggemm_grouped_matmul", built, s, handle)
+    return out
+
+
+def _launch(function: str, built: BuiltArgs, stream: int, handle: Optional[Handle]) -> None:
+    """Calls `function` of the library with the built struct on `stream`; raises GgemmError on failure.
+
+    The default handle is the one of the tensors' device; an explicit handle
+    must be on that device. `built` (its DLPack capsules and config) stays
+    alive until the call has returned, when the library has read every pointer.
+    """
     if handle is None:
         handle = default_handle(built.device if built.device is not None else 0)
     elif built.device is not None and handle.device != built.device:
         raise ValueError(f"the tensors are on cuda:{built.device} but the handle is on device {handle.device}")
-    status = handle._lib.ggemm_grouped_matmul(handle.ptr, byref(built.args), s or None)
+    status = getattr(handle._lib, function)(handle.ptr, byref(built.args), stream or None)
     check(status)
-    del built  # the DLPack capsules may go now: the launch has read every pointer
-    return out
+
+
+# ---- LoRA Q/K/V (shrink and expand) -------------------------------------------------
+
+
+def _lora_scale(scale: Any) -> float:
+    """The scale as the library's float; finiteness is the library's check (and message)."""
+    if isinstance(scale, bool):
+        raise TypeError("scale: expected a number, got a bool")
+    try:
+        return float(scale)
+    except (TypeError, ValueError):
+        raise TypeError(f"scale: expected a number, got {type(scale).__name__}") from None
+
+
+def _read_lora_routing(
+    infos: Dict[str, TensorInfo], num_groups: Optional[int]
+) -> Tuple[TensorInfo, TensorInfo, TensorInfo, int]:
+    io, ia, iu = infos["a_offsets"], infos["adapter_ids"], infos["usage_stats"]
+    _need(io, 1, _INDEX_DTYPES, "group offsets [num_groups + 1]")
+    _need(ia, 1, ("int32",), "adapter ids [num_groups], -1 = no adapter")
+    _need(iu, 1, _INDEX_DTYPES, "usage stats [2]: max rows in a group, active groups")
+    return io, ia, iu, _check_groups(io, ia, iu, num_groups)
+
+
+def _build_lora_shrink_args(
+    x: Any,
+    lora_a: Any,
+    p: Any,
+    a_offsets: Any,
+    adapter_ids: Any,
+    usage_stats: Any,
+    *,
+    scale: float = 1.0,
+    accumulate: bool = False,
+    num_groups: Optional[int] = None,
+    max_rows_per_group: int = 0,
+    config: Union[None, Config, Mapping[str, int]] = None,
+    stream: int = 0,
+) -> BuiltArgs:
+    """Reads the tensors and fills a LoraShrinkQkvArgs; no GPU and no library needed.
+
+    M and K come from x [M, K], R from p [3, M, R]; lora_a must be [G, 3R, K].
+    As for grouped_matmul, ranges and multiples (K and R multiples of 8,
+    alignment, group count, a finite scale) are left to the library.
+    """
+    named = {"x": x, "lora_a": lora_a, "p": p, "a_offsets": a_offsets, "adapter_ids": adapter_ids,
+             "usage_stats": usage_stats}
+    infos = {name: describe(obj, name, stream) for name, obj in named.items()}
+    ix, ia, ip = infos["x"], infos["lora_a"], infos["p"]
+    _need(ix, 2, list(_OPERAND_DTYPES), "activations [M, K]")
+    _need(ia, 3, list(_OPERAND_DTYPES), "LoRA-A weights [G, 3 * R, K]: q rows, then k, then v")
+    _need(ip, 3, list(_OUTPUT_DTYPES), "planar output [3, M, R]")
+    if ia.dtype != ix.dtype:
+        raise TypeError(f"lora_a: dtype {ia.dtype} differs from x's {ix.dtype}; both operands share one dtype")
+    if ip.readonly:
+        raise ValueError("p: the array is read-only")
+
+    m, k = ix.shape
+    planes, p_rows, rank = ip.shape
+    if planes != 3:
+        raise ValueError(f"p: shape {ip.shape} has {planes} planes; it must be [3, M, R] (one plane each for q, k, v)")
+    if p_rows != m:
+        raise ValueError(f"p: shape {ip.shape} has {p_rows} rows per plane; x has M = {m} rows, so p needs [3, {m}, R]")
+    num_adapters = ia.shape[0]
+    if ia.shape[1] != 3 * rank:
+        raise ValueError(
+            f"lora_a: shape {ia.shape} has {ia.shape[1]} rows per adapter; p {ip.shape} gives R = {rank}, "
+            f"so lora_a needs 3 * R = {3 * rank} ([G, 3 * R, K] = {(num_adapters, 3 * rank, k)})"
+        )
+    if ia.shape[2] != k:
+        raise ValueError(f"lora_a: shape {ia.shape} has K = {ia.shape[2]}; x {ix.shape} has K = {k}")
+    io, iid, iu, groups = _read_lora_routing(infos, num_groups)
+    device = _one_device(infos)
+
+    args = LoraShrinkQkvArgs()
+    args.x_dtype = _OPERAND_DTYPES[ix.dtype]
+    args.p_dtype = _OUTPUT_DTYPES[ip.dtype]
+    args.m, args.k, args.rank, args.num_adapters = m, k, rank, num_adapters
+    args.x, args.lora_a, args.p = ix.ptr or None, ia.ptr or None, ip.ptr or None
+    args.a_offsets, args.adapter_ids, args.expert_usage_stats = io.ptr or None, iid.ptr or None, iu.ptr or None
+    args.num_groups = groups
+    args.max_rows_per_group = int(max_rows_per_group)
+    args.scale = _lora_scale(scale)
+    args.accumulate = 1 if accumulate else 0
+    return _finish(args, device, infos, config)
+
+
+def _build_lora_expand_args(
+    p: Any,
+    lora_b: Any,
+    q_out: Any,
+    kv_out: Any,
+    a_offsets: Any,
+    adapter_ids: Any,
+    usage_stats: Any,
+    *,
+    scale: float = 1.0,
+    accumulate: bool = False,
+    num_groups: Optional[int] = None,
+    max_rows_per_group: int = 0,
+    config: Union[None, Config, Mapping[str, int]] = None,
+    stream: int = 0,
+) -> BuiltArgs:
+    """Reads the tensors and fills a LoraExpandQkvArgs; no GPU and no library needed.
+
+    M and q_dim come from q_out [M, q_dim], kv_dim from kv_out [2M, kv_dim],
+    R from p [3, M, R]; lora_b must be [G, q_dim + 2 * kv_dim, R].
+    """
+    named = {"p": p, "lora_b": lora_b, "q_out": q_out, "kv_out": kv_out, "a_offsets": a_offsets,
+             "adapter_ids": adapter_ids, "usage_stats": usage_stats}
+    infos = {name: describe(obj, name, stream) for name, obj in named.items()}
+    ip, ib, iq, ikv = infos["p"], infos["lora_b"], infos["q_out"], infos["kv_out"]
+    _need(ip, 3, list(_OPERAND_DTYPES), "planar activations [3, M, R], as lora_shrink_qkv writes them")
+    _need(ib, 3, list(_OPERAND_DTYPES), "LoRA-B weights [G, q_dim + 2 * kv_dim, R]: q rows, then k, then v")
+    _need(iq, 2, list(_OUTPUT_DTYPES), "q output [M, q_dim]")
+    _need(ikv, 2, list(_OUTPUT_DTYPES), "k and v output [2 * M, kv_dim]: K rows, then V rows")
+    if ib.dtype != ip.dtype:
+        raise TypeError(f"lora_b: dtype {ib.dtype} differs from p's {ip.dtype}; both operands share one dtype")
+    if ikv.dtype != iq.dtype:
+        raise TypeError(f"kv_out: dtype {ikv.dtype} differs from q_out's {iq.dtype}; both outputs share one dtype")
+    for info in (iq, ikv):
+        if info.readonly:
+            raise ValueError(f"{info.name}: the array is read-only")
+
+    m, q_dim = iq.shape
+    kv_rows, kv_dim = ikv.shape
+    if kv_rows != 2 * m:
+        raise ValueError(
+            f"kv_out: shape {ikv.shape} has {kv_rows} rows; q_out {iq.shape} has M = {m}, so kv_out needs "
+            f"2 * M = {2 * m} (K rows, then V rows)"
+        )
+    planes, p_rows, rank = ip.shape
+    if planes != 3:
+        raise ValueError(f"p: shape {ip.shape} has {planes} planes; it must be [3, M, R] (one plane each for q, k, v)")
+    if p_rows != m:
+        raise ValueError(f"p: shape {ip.shape} has {p_rows} rows per plane; q_out has M = {m} rows, so p needs [3, {m}, R]")
+    num_adapters = ib.shape[0]
+    n = q_dim + 2 * kv_dim
+    if ib.shape[1:] != (n, rank):
+        raise ValueError(
+            f"lora_b: shape {ib.shape} does not match [G, q_dim + 2 * kv_dim, R] = {(num_adapters, n, rank)} "
+            f"(q_dim = {q_dim} from q_out, kv_dim = {kv_dim} from kv_out, R = {rank} from p)"
+        )
+    io, iid, iu, groups = _read_lora_routing(infos, num_groups)
+    device = _one_device(infos)
+
+    args = LoraExpandQkvArgs()
+    args.p_dtype = _OPERAND_DTYPES[ip.dtype]
+    args.out_dtype = _OUTPUT_DTYPES[iq.dtype]
+    args.m, args.rank, args.q_dim, args.kv_dim, args.num_adapters = m, rank, q_dim, kv_dim, num_adapters
+    args.p, args.lora_b = ip.ptr or None, ib.ptr or None
+    args.q_out, args.kv_out = iq.ptr or None, ikv.ptr or None
+    args.a_offsets, args.adapter_ids, args.expert_usage_stats = io.ptr or None, iid.ptr or None, iu.ptr or None
+    args.num_groups = groups
+    args.max_rows_per_group = int(max_rows_per_group)
+    args.scale = _lora_scale(scale)
+    args.accumulate = 1 if accumulate else 0
+    return _finish(args, device, infos, config)
+
+
+def lora_shrink_qkv(
+    x: Any,
+    lora_a: Any,
+    p: Any,
+    a_offsets: Any,
+    adapter_ids: Any,
+    usage_stats: Any,
+    *,
+    scale: float = 1.0,
+    accumulate: bool = False,
+    num_groups: Optional[int] = None,
+    max_rows_per_group: int = 0,
+    config: Union[None, Config, Mapping[str, int]] = None,
+    stream: Any = None,
+    handle: Optional[Handle] = None,
+) -> Any:
+    """Enqueues the LoRA-A shrink of Q, K and V in one launch; returns `p`.
+
+    For row m of group g (rows a_offsets[g] .. a_offsets[g+1], adapter
+    a = adapter_ids[g]) and s in 0, 1, 2 (q, k, v):
+        p[s, m, :] = scale * x[m, :] @ lora_a[a, s*R:(s+1)*R, :].T
+    (p += ... with accumulate=True, rounded once). Rows of groups whose adapter
+    is -1 are zeroed (left as they are when accumulating); rows in no group are
+    never written.
+
+    x           [M, K] bf16/fp16, rows sorted by adapter
+    lora_a      [G, 3*R, K], x's dtype: per adapter, A_q's R rows, then A_k's, then A_v's
+    p           [3, M, R] bf16, fp16 or fp32, written in place (R is read from here)
+    a_offsets   int32/uint32 [num_groups + 1] device prefix sums, a_offsets[0] == 0
+    adapter_ids int32 [num_groups], -1 = no adapter
+    usage_stats int32/uint32 [2] on the device: max rows in any group, active groups
+    scale       multiplies the result (finite)
+    accumulate  False: p = result; True: p += result
+    num_groups, max_rows_per_group, config, stream, handle: as for grouped_matmul
+
+    Raises GgemmError (from the library; e.g. K or R not a multiple of 8), or
+    TypeError / ValueError for tensors it cannot use or whose shapes disagree.
+    """
+    tensors = (x, lora_a, p, a_offsets, adapter_ids, usage_stats)
+    s = resolve_stream(stream, tensors)
+    built = _build_lora_shrink_args(
+        x,
+        lora_a,
+        p,
+        a_offsets,
+        adapter_ids,
+        usage_stats,
+        scale=scale,
+        accumulate=accumulate,
+        num_groups=num_groups,
+        max_rows_per_group=max_rows_per_group,
+        config=config,
+        stream=s,
+    )
+    _launch("ggemm_lora_shrink_qkv", built, s, handle)
+    return p
+
+
+def lora_expand_qkv(
+    p: Any,
+    lora_b: Any,
+    q_out: Any,
+    kv_out: Any,
+    a_offsets: Any,
+    adapter_ids: Any,
+    usage_stats: Any,
+    *,
+    scale: float = 1.0,
+    accumulate: bool = False,
+    num_groups: Optional[int] = None,
+    max_rows_per_group: int = 0,
+    config: Union[None, Config, Mapping[str, int]] = None,
+    stream: Any = None,
+    handle: Optional[Handle] = None,
+) -> Tuple[Any, Any]:
+    """Enqueues the LoRA-B expand of Q, K and V in one launch; returns (q_out, kv_out).
+
+    For row m of group g (adapter a = adapter_ids[g]), with B = lora_b[a]:
+        q_out[m]      = scale * p[0, m] @ B[:q_dim].T
+        kv_out[m]     = scale * p[1, m] @ B[q_dim:q_dim + kv_dim].T         (K)
+        kv_out[M + m] = scale * p[2, m] @ B[q_dim + kv_dim:].T              (V)
+    (+= with accumulate=True: the LoRA delta adds into the base projections'
+    outputs in place, rounded once). Grouped-query attention: q_dim != kv_dim
+    is fine. Rows of groups whose adapter is -1 are zeroed (left as they are
+    when accumulating); rows in no group are never written.
+
+    p           [3, M, R] bf16/fp16, as lora_shrink_qkv writes it
+    lora_b      [G, q_dim + 2*kv_dim, R], p's dtype: B_q's rows, then B_k's, then B_v's
+    q_out       [M, q_dim] bf16, fp16 or fp32, written in place
+    kv_out      [2*M, kv_dim], q_out's dtype: K in rows [0, M), V in rows [M, 2M)
+    a_offsets, adapter_ids, usage_stats, scale, accumulate: as for lora_shrink_qkv
+    num_groups, max_rows_per_group, config, stream, handle: as for grouped_matmul
+    """
+    tensors = (p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats)
+    s = resolve_stream(stream, tensors)
+    built = _build_lora_expand_args(
+        p,
+        lora_b,
+        q_out,
+        kv_out,
+        a_offsets,
+        adapter_ids,
+        usage_stats,
+        scale=scale,
+        accumulate=accumulate,
+        num_groups=num_groups,
+        max_rows_per_group=max_rows_per_group,
+        config=config,
+        stream=s,
+    )
+    _launch("ggemm_lora_expand_qkv", built, s, handle)
+    return q_out, kv_out

@@ -93,6 +93,34 @@ def moe_problem(
     return a, b, out, offsets, ids, stats
 
 
+def lora_shrink_problem(
+    m: int = 40, k: int = 128, rank: int = 16, adapters: int = 4, groups: int = 5, *, dtype: str = "bfloat16",
+    p_dtype: str = "bfloat16", **kw: Any
+):
+    """The six positional arguments of lora_shrink_qkv, as fakes: x, lora_a, p, offsets, ids, stats."""
+    x = torch_like((m, k), dtype, **kw)
+    lora_a = torch_like((adapters, 3 * rank, k), dtype, **kw)
+    p = torch_like((3, m, rank), p_dtype, **kw)
+    return (x, lora_a, p) + _routing(groups, **kw)
+
+
+def lora_expand_problem(
+    m: int = 40, rank: int = 16, q_dim: int = 128, kv_dim: int = 32, adapters: int = 4, groups: int = 5, *,
+    dtype: str = "bfloat16", out_dtype: str = "bfloat16", **kw: Any
+):
+    """The seven positional arguments of lora_expand_qkv, as fakes: p, lora_b, q_out, kv_out, offsets, ids, stats."""
+    p = torch_like((3, m, rank), dtype, **kw)
+    lora_b = torch_like((adapters, q_dim + 2 * kv_dim, rank), dtype, **kw)
+    q_out = torch_like((m, q_dim), out_dtype, **kw)
+    kv_out = torch_like((2 * m, kv_dim), out_dtype, **kw)
+    return (p, lora_b, q_out, kv_out) + _routing(groups, **kw)
+
+
+def _routing(groups: int, **kw: Any):
+    return (torch_like((groups + 1,), "int32", **kw), torch_like((groups,), "int32", **kw),
+            torch_like((2,), "int32", **kw))
+
+
 # ---- DLPack ----------------------------------------------------------------
 
 _PyCapsule_New = ctypes.pythonapi.PyCapsule_New

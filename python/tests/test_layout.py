@@ -14,6 +14,14 @@ import pytest
 import ggemm
 from conftest import header_path
 
+# Every argument struct of the header, with its ctypes mirror.
+STRUCTS = [
+    ("ggemm_grouped_matmul_args", ggemm.GroupedMatmulArgs),
+    ("ggemm_lora_shrink_qkv_args", ggemm.LoraShrinkQkvArgs),
+    ("ggemm_lora_expand_qkv_args", ggemm.LoraExpandQkvArgs),
+    ("ggemm_config", ggemm.Config),
+]
+
 
 def _compiler():
     for cc in (os.environ.get("CC"), "cc", "gcc", "clang"):
@@ -31,7 +39,7 @@ def c_values(tmp_path_factory):
     if not header.exists():
         pytest.skip(f"{header} not found (set GGEMM_INCLUDE_DIR)")
     lines = []
-    for struct, py in (("ggemm_grouped_matmul_args", ggemm.GroupedMatmulArgs), ("ggemm_config", ggemm.Config)):
+    for struct, py in STRUCTS:
         lines.append(f'printf("sizeof {struct} %zu\\n", sizeof({struct}));')
         for name, _ in py._fields_:
             lines.append(f'printf("offsetof {struct}.{name} %zu\\n", offsetof({struct}, {name}));')
@@ -58,7 +66,7 @@ def c_values(tmp_path_factory):
     return values
 
 
-@pytest.mark.parametrize("struct, py", [("ggemm_grouped_matmul_args", ggemm.GroupedMatmulArgs), ("ggemm_config", ggemm.Config)])
+@pytest.mark.parametrize("struct, py", STRUCTS)
 def test_struct_layout(c_values, struct, py):
     assert ctypes.sizeof(py) == c_values[("sizeof", struct)]
     for name, _ in py._fields_:
@@ -72,6 +80,20 @@ def test_enums_and_constants(c_values):
             assert c_values[("enum", prefix + member.name)] == int(member)
     assert c_values[("const", "GGEMM_MAX_GROUPS")] == ggemm.MAX_GROUPS
     assert c_values[("const", "GGEMM_VERSION")] == ggemm.HEADER_VERSION
+
+
+def test_every_struct_and_field_of_the_header_is_mirrored():
+    # The fields in the header's order: a field added to the header and not
+    # here (or renamed) fails this test even where the offsets still agree.
+    header = header_path()
+    if not header.exists():
+        pytest.skip(f"{header} not found")
+    text = re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S)
+    bodies = dict((name, body) for body, name in re.findall(r"typedef struct \w+ \{(.*?)\} (\w+);", text, re.S))
+    assert set(bodies) == {struct for struct, _ in STRUCTS}
+    for struct, py in STRUCTS:
+        fields = re.findall(r"(\w+)\s*;", bodies[struct])
+        assert fields == [name for name, _ in py._fields_], struct
 
 
 def test_every_status_of_the_header_is_mirrored():
