@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ptx/sm100/cluster_tiles.h"
 #include "ptx/tile_scheduler.h"
 
 namespace ggemm {
@@ -161,9 +162,99 @@ void check_launch(const Routing &r, uint32_t tile_m, uint32_t grid) {
   }
 }
 
+// One simulated sm_100a launch (ptx/sm100/cluster_tiles.h): clusters of
+// cta_group CTAs walk pair tiles of 128 * cta_group weight rows; every CTA
+// runs its own scheduler, as on the device. Checks that the CTAs of a cluster
+// agree on every pair tile, that pair tiles are aligned and maximal within
+// their segment, and that the CTAs' shares cover each owned output once.
+void check_cluster_launch(const Routing &r, uint32_t tile_m, uint32_t grid, uint32_t cta_group) {
+  SCOPED_TRACE(::testing::Message() << r.name << ": sm_100a cta_group " << cta_group << ", tile_m " << tile_m
+                                    << ", grid " << grid);
+  const uint32_t pair_n = sm100::kRowsPerCta * cta_group;
+  const GroupedProblem prob = problem_of(r);
+  const uint32_t active = clamped_active(r);
+  const uint64_t elems = uint64_t(r.m) * r.n;
+  std::vector<uint8_t> cover(elems, 0);
+  int failures = 0;
+  auto fail_once = [&](const std::string &what) {
+    if (++failures <= 5) ADD_FAILURE() << what;
+  };
+  auto same = [](const GroupedTile &a, const GroupedTile &b) {
+    return a.group == b.group && a.expert == b.expert && a.row0 == b.row0 && a.rows == b.rows && a.col0 == b.col0 &&
+           a.cols == b.cols && a.segment == b.segment;
+  };
+
+  for (uint32_t cluster = 0; cluster < grid / cta_group && failures == 0; ++cluster) {
+    std::vector<GroupedTile> seq[2];
+    for (uint32_t rank = 0; rank < cta_group; ++rank) {
+      GroupedTileScheduler sched(prob, tile_m, pair_n);  // one per CTA
+      const sm100::ClusterWalk walk = sm100::cluster_walk(cluster * cta_group + rank, grid, cta_group);
+      GroupedTile tile;
+      for (uint64_t t = walk.first; sched.next(t, &tile); t += walk.stride) {
+        if (seq[rank].size() > elems) {
+          fail_once("more tiles than output elements: the walk does not terminate");
+          break;
+        }
+        seq[rank].push_back(tile);
+      }
+    }
+    if (cta_group == 2 && seq[0].size() != seq[1].size())
+      fail_once("the CTAs of cluster " + std::to_string(cluster) + " walk " + std::to_string(seq[0].size()) +
+                " and " + std::to_string(seq[1].size()) + " pair tiles");
+    for (size_t k = 0; k < seq[0].size() && failures == 0; ++k) {
+      const GroupedTile &pair = seq[0][k];
+      const std::string d = "cluster " + std::to_string(cluster) + " pair tile " + std::to_string(k) + " " +
+                            describe(pair);
+      if (cta_group == 2 && (k >= seq[1].size() || !same(pair, seq[1][k])))
+        fail_once("the two CTAs of the cluster disagree on " + d);
+      if (pair.group >= active || pair.cols < 1 || pair.cols > pair_n || pair.rows < 1 || pair.rows > tile_m) {
+        fail_once("pair tile out of range: " + d);
+        continue;
+      }
+      uint32_t s_start, s_end;
+      segment_of(r, pair.col0, &s_start, &s_end);
+      if ((pair.col0 - s_start) % pair_n != 0 || pair.cols != std::min(pair_n, s_end - pair.col0))
+        fail_once("pair tile not aligned to its segment or not maximal: " + d);
+      for (uint32_t rank = 0; rank < cta_group; ++rank) {
+        const GroupedTile share = sm100::cta_share(pair, rank);
+        if (share.cols == 0) {  // past the pair tile's end: joins the MMA, writes nothing
+          if (rank * sm100::kRowsPerCta < pair.cols) fail_once("CTA " + std::to_string(rank) + " got no share of " + d);
+          continue;
+        }
+        if (share.cols > sm100::kRowsPerCta || share.col0 < pair.col0 ||
+            share.col0 + share.cols > pair.col0 + pair.cols)
+          fail_once("CTA " + std::to_string(rank) + "'s share leaves its pair tile: " + d);
+        if (uint64_t(share.row0) + share.rows > r.m || uint64_t(share.col0) + share.cols > r.n) {
+          fail_once("share outside C: " + d);
+          continue;
+        }
+        for (uint32_t i = 0; i < share.rows; ++i) {
+          uint8_t *row = cover.data() + uint64_t(share.row0 + i) * r.n + share.col0;
+          for (uint32_t j = 0; j < share.cols; ++j) row[j] = uint8_t(row[j] + 1);
+        }
+      }
+    }
+  }
+  if (failures) return;
+  const uint32_t owned_end = r.well_formed ? std::min(r.offsets[active], r.m) : 0;
+  for (uint64_t e = 0; e < elems && failures < 5; ++e) {
+    const uint32_t row = uint32_t(e / r.n);
+    const uint8_t want = (r.well_formed && row < owned_end) ? 1 : 0;
+    if (cover[e] > 1 || (r.well_formed && cover[e] != want))
+      fail_once("element (" + std::to_string(row) + ", " + std::to_string(e % r.n) + ") covered " +
+                std::to_string(cover[e]) + " times");
+  }
+}
+
+// Every routing case runs as sm_90a launches and as sm_100a launches with
+// cta_group 1 and 2 (grids of whole clusters).
 void check_all_shapes(const Routing &r) {
   for (uint32_t tile_m : kTileMs)
-    for (uint32_t grid : kGrids) check_launch(r, tile_m, grid);
+    for (uint32_t grid : kGrids) {
+      check_launch(r, tile_m, grid);
+      for (uint32_t cta_group : {1u, 2u})
+        check_cluster_launch(r, tile_m, grid - grid % cta_group + (grid < cta_group ? cta_group : 0), cta_group);
+    }
 }
 
 // Builds a well-formed routing from rows per group; `unowned` rows follow the
