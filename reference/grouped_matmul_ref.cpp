@@ -17,8 +17,6 @@
 namespace ggemm::ref {
 namespace {
 
-using detail::dot_rows;
-using detail::kLanes;
 using detail::parallel_for;
 using detail::Span;
 using detail::widen;
@@ -113,13 +111,9 @@ void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads) {
       for (size_t n = n0; n < n1; ++n) {
         const float* w = w_f.data() + n * k_len;
         const float* a_slot = a_f.data() + static_cast<size_t>(col_slot[n]) * R * k_len;
-        const float* a[kRowBlock];
-        for (size_t i = i0; i < i1; ++i) a[i - i0] = a_slot + i * k_len;
-        size_t i = i0;
-        for (; i + 4 <= i1; i += 4) dot_rows<4>(w, &a[i - i0], k_len, &result[i - i0]);
-        for (; i < i1; ++i) dot_rows<1>(w, &a[i - i0], k_len, &result[i - i0]);
+        detail::dot_block(w, a_slot, i0, i1, k_len, result);
 
-        for (i = i0; i < i1; ++i) {
+        for (size_t i = i0; i < i1; ++i) {
           const size_t m = static_cast<size_t>(rows[i]);
           const size_t idx = m * n_cols + n;
           const float r = result[i - i0];

@@ -81,6 +81,21 @@ struct Span {  // rows [start, end) of one group
   int64_t end;
 };
 
+// result[i - i0] = dot(w, row i of a_rows) for rows i in [i0, i1) of a
+// [rows][k_len] float block, four rows at a time (same order for every row).
+inline void dot_block(const float* w, const float* a_rows, size_t i0, size_t i1, size_t k_len, float* result) {
+  const float* a[4];
+  size_t i = i0;
+  for (; i + 4 <= i1; i += 4) {
+    for (size_t j = 0; j < 4; ++j) a[j] = a_rows + (i + j) * k_len;
+    dot_rows<4>(w, a, k_len, &result[i - i0]);
+  }
+  for (; i < i1; ++i) {
+    a[0] = a_rows + i * k_len;
+    dot_rows<1>(w, a, k_len, &result[i - i0]);
+  }
+}
+
 // The groups of a call as the kernel's scheduler reads them: the first
 // min(usage_stats[1], num_groups) offsets, clamped so they never overlap or
 // overrun M; an id outside [0, num_ids) marks the group inactive.

@@ -1,19 +1,10 @@
 #include "runtime/tensor_map.h"
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "runtime/debug.h"
 
 namespace ggemm {
-
-bool debug_enabled() {
-  static const bool on = [] {
-    const char *v = std::getenv("GGEMM_DEBUG");
-    return v && *v && *v != '0';
-  }();
-  return on;
-}
 
 CUtensorMapSwizzle tma_swizzle_for_bytes(uint32_t bytes) {
   switch (bytes) {

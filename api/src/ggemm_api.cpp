@@ -5,6 +5,7 @@
 #include "api/src/validate.h"
 #include "ggemm.h"
 #include "runtime/device.h"
+#include "runtime/heuristics.h"
 #include "runtime/launch_grouped.h"
 #include "runtime/status.h"
 
@@ -37,8 +38,6 @@ ggemm_status check_handle(ggemm_handle_t h) {
   if (!valid_handle(h)) return ggemm::fail(GGEMM_STATUS_INVALID_HANDLE, "handle is NULL or was not made by ggemm_create");
   return GGEMM_STATUS_SUCCESS;
 }
-
-size_t bytes_of(ggemm_dtype t) { return t == GGEMM_DTYPE_FP32 ? 4 : 2; }
 
 // A view of the whole of C for every segment (plain grouped matmul).
 void view_all(ggemm::GroupedLaunch &l, void *c, int64_t m, int64_t n) {
@@ -140,7 +139,7 @@ extern "C" ggemm_status ggemm_lora_shrink_qkv(ggemm_handle_t handle, const ggemm
     l.split0 = r, l.split1 = 2 * r;
     l.a_planes = false;
     for (int s = 0; s < 3; ++s)
-      l.views[s] = ggemm::OutputViewDesc{static_cast<char *>(a.p) + size_t(s) * a.m * r * bytes_of(a.p_dtype), r,
+      l.views[s] = ggemm::OutputViewDesc{static_cast<char *>(a.p) + size_t(s) * a.m * r * ggemm::dtype_bytes(a.p_dtype), r,
                                          s * r, a.m, r};
     copy_routing(l, a, a.adapter_ids);
     l.epilogue = a.accumulate ? GGEMM_EPILOGUE_ACCUMULATE : GGEMM_EPILOGUE_STORE;
@@ -171,7 +170,7 @@ extern "C" ggemm_status ggemm_lora_expand_qkv(ggemm_handle_t handle, const ggemm
     l.transpose_b = true;
     l.split0 = q, l.split1 = q + kv;
     l.a_planes = true;
-    char *v_rows = static_cast<char *>(a.kv_out) + size_t(a.m) * kv * bytes_of(a.out_dtype);
+    char *v_rows = static_cast<char *>(a.kv_out) + size_t(a.m) * kv * ggemm::dtype_bytes(a.out_dtype);
     l.views[0] = ggemm::OutputViewDesc{a.q_out, q, 0, a.m, q};
     l.views[1] = ggemm::OutputViewDesc{a.kv_out, kv, q, a.m, kv};
     l.views[2] = ggemm::OutputViewDesc{v_rows, kv, q + kv, a.m, kv};
