@@ -29,6 +29,7 @@ struct GroupedGemmParams {
   const uint32_t *a_offsets;
   const int32_t *expert_ids;
   const uint32_t *usage_stats;  // [1] = active groups
+  uint32_t *device_status;      // checked mode: fault bits (routing_check.h) ORed here; null = off
   uint32_t num_groups;
   uint32_t m, n, k;
   uint32_t num_experts;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <vector>
 
 // The embedded fatbins (cmake/fatbins.S.in).
 extern "C" const void *const ggemm_fatbin_table[];
@@ -45,6 +46,17 @@ ggemm_status Device::create(int ordinal, Device **out) {
     CUlibrary lib = nullptr;
     GGEMM_CU(*drv, cuLibraryLoadData(&lib, ggemm_fatbin_table[i], nullptr, nullptr, 0, nullptr, nullptr, 0));
     d->libraries_.push_back(lib);
+    // Index every kernel by name now, so a lookup is one map probe and never
+    // a failed driver call (those would be noise in compute-sanitizer logs).
+    unsigned count = 0;
+    GGEMM_CU(*drv, cuLibraryGetKernelCount(&count, lib));
+    std::vector<CUkernel> kernels(count);
+    if (count) GGEMM_CU(*drv, cuLibraryEnumerateKernels(kernels.data(), count, lib));
+    for (CUkernel k : kernels) {
+      const char *name = nullptr;
+      GGEMM_CU(*drv, cuKernelGetName(&name, k));
+      d->kernel_index_.emplace(name, k);
+    }
   }
   *out = d.release();
   return GGEMM_STATUS_SUCCESS;
@@ -62,11 +74,8 @@ ggemm_status Device::kernel(const std::string &name, CUkernel *out) {
     *out = it->second;
     return GGEMM_STATUS_SUCCESS;
   }
-  CUkernel k = nullptr;
-  for (CUlibrary lib : libraries_) {
-    if (drv_->cuLibraryGetKernel(&k, lib, name.c_str()) == CUDA_SUCCESS) break;
-    k = nullptr;
-  }
+  auto found = kernel_index_.find(name);
+  CUkernel k = found == kernel_index_.end() ? nullptr : found->second;
   if (!k) return fail(GGEMM_STATUS_INTERNAL_ERROR, "kernel %s is not in the embedded fatbins", name.c_str());
   GGEMM_CU(*drv_, cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, props_.smem_optin, k, dev_));
   kernels_.emplace(name, k);

@@ -56,8 +56,9 @@ class Device {
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   std::vector<CUlibrary> libraries_;
+  std::unordered_map<std::string, CUkernel> kernel_index_;  // every embedded kernel; read-only after create
   std::mutex mu_;  // guards kernels_
-  std::unordered_map<std::string, CUkernel> kernels_;
+  std::unordered_map<std::string, CUkernel> kernels_;  // those already given their shared-memory limit
 };
 
 }  // namespace ggemm

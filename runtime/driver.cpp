@@ -34,13 +34,13 @@ Loaded load_once() {
              "libcuda.so.1 has no cuGetProcAddress_v2: the driver is older than CUDA 12");
     return l;
   }
-#define GGEMM_RESOLVE(name)                                                                 \
+#define GGEMM_RESOLVE(name, version)                                                               \
   {                                                                                         \
     void *fn = nullptr;                                                                     \
     CUdriverProcAddressQueryResult q;                                                       \
-    if (get_proc(#name, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || !fn) { \
+    if (get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || !fn) { \
       l.status = GGEMM_STATUS_DRIVER_NOT_FOUND;                                             \
-      snprintf(l.message, sizeof l.message, "the NVIDIA driver lacks %s (CUDA 12.0 or newer needed)", #name); \
+      snprintf(l.message, sizeof l.message, "the NVIDIA driver lacks %s (a driver for CUDA %d.%d or newer is needed)", #name, version / 1000, version % 1000 / 10); \
       return l;                                                                             \
     }                                                                                       \
     l.driver.name = reinterpret_cast<decltype(l.driver.name)>(fn);                          \

@@ -9,27 +9,31 @@
 namespace ggemm {
 
 // One pointer per driver entry point we use, resolved through
-// cuGetProcAddress for the CUDA 12.0 ABI of each.
-#define GGEMM_DRIVER_FUNCTIONS(X) \
-  X(cuInit)                       \
-  X(cuDriverGetVersion)           \
-  X(cuGetErrorName)               \
-  X(cuDeviceGetCount)             \
-  X(cuDeviceGet)                  \
-  X(cuDeviceGetAttribute)         \
-  X(cuDevicePrimaryCtxRetain)     \
-  X(cuDevicePrimaryCtxRelease)    \
-  X(cuCtxPushCurrent)             \
-  X(cuCtxPopCurrent)              \
-  X(cuLibraryLoadData)            \
-  X(cuLibraryUnload)              \
-  X(cuLibraryGetKernel)           \
-  X(cuKernelSetAttribute)         \
-  X(cuLaunchKernelEx)             \
-  X(cuTensorMapEncodeTiled)
+// cuGetProcAddress for the ABI of the CUDA version that introduced it (the
+// second column): a 12.0 driver runs everything but kernel enumeration, which
+// needs 12.4.
+#define GGEMM_DRIVER_FUNCTIONS(X)          \
+  X(cuInit, 12000)                         \
+  X(cuDriverGetVersion, 12000)             \
+  X(cuGetErrorName, 12000)                 \
+  X(cuDeviceGetCount, 12000)               \
+  X(cuDeviceGet, 12000)                    \
+  X(cuDeviceGetAttribute, 12000)           \
+  X(cuDevicePrimaryCtxRetain, 12000)       \
+  X(cuDevicePrimaryCtxRelease, 12000)      \
+  X(cuCtxPushCurrent, 12000)               \
+  X(cuCtxPopCurrent, 12000)                \
+  X(cuLibraryLoadData, 12000)              \
+  X(cuLibraryUnload, 12000)                \
+  X(cuLibraryGetKernelCount, 12040)        \
+  X(cuLibraryEnumerateKernels, 12040)      \
+  X(cuKernelGetName, 12030)                \
+  X(cuKernelSetAttribute, 12000)           \
+  X(cuLaunchKernelEx, 12000)               \
+  X(cuTensorMapEncodeTiled, 12000)
 
 struct Driver {
-#define GGEMM_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
+#define GGEMM_DRIVER_MEMBER(name, version) decltype(&::name) name = nullptr;
   GGEMM_DRIVER_FUNCTIONS(GGEMM_DRIVER_MEMBER)
 #undef GGEMM_DRIVER_MEMBER
 };

@@ -67,6 +67,7 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   p.a_offsets = a.a_offsets;
   p.expert_ids = a.expert_ids;
   p.usage_stats = a.usage_stats;
+  p.device_status = a.device_status;
   p.num_groups = uint32_t(a.num_groups);
   p.m = uint32_t(a.m);
   p.n = uint32_t(a.n);

@@ -29,6 +29,7 @@ struct GroupedLaunch {
   const uint32_t *a_offsets;
   const int32_t *expert_ids;
   const uint32_t *usage_stats;
+  uint32_t *device_status;  // checked mode (ggemm_set_device_status); null = off
   int64_t num_groups, max_rows_per_group;
   ggemm_epilogue epilogue;
   const float *row_scale;

@@ -368,5 +368,102 @@ TEST(GroupedMatmulGpuGraph, ReplayWithNewDeviceCounts) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
+// Malformed device-side routing arrays (what the host cannot check without a
+// synchronisation): the kernel must compute what the reference's clamping
+// rules say, write nothing outside C (guard bands of poison on both sides),
+// and, in checked mode, report exactly the faults present.
+TEST(GroupedMatmulGpuHostile, MalformedRoutingIsClampedAndReported) {
+  GGEMM_REQUIRE_GPU(shared_handle);
+  (void)shared_handle;
+  ggemm_handle_t handle = nullptr;  // its own: checked mode is per handle
+  GGEMM_OK(ggemm_create(&handle, 0));
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  Case c{"hostile"};
+  c.rows = {50, 60, 70, 80};
+  c.n = 264;
+  c.k = 256;
+  c.unowned_rows = 40;
+  Problem p(c, rng);
+  ASSERT_NO_FATAL_FAILURE(upload(p));
+
+  // C inside a poisoned allocation with 64 KiB guard bands.
+  const size_t guard = 64 << 10, c_bytes = p.c_init.size();
+  std::vector<uint8_t> whole(guard + c_bytes + guard);
+  poison(whole.data(), whole.size());
+  DeviceBuffer d_whole, d_status;
+  ASSERT_TRUE(d_whole.alloc(whole.size()));
+  ASSERT_TRUE(d_status.alloc(4));
+  uint8_t *d_c = d_whole.as<uint8_t>() + guard;
+
+  const uint32_t M = uint32_t(p.m), kPast = 0xFFFFFFF0u;
+  struct Scenario {
+    const char *name;
+    std::vector<uint32_t> offsets;
+    std::vector<int32_t> ids;
+    uint32_t active;
+    uint32_t faults;
+  };
+  const std::vector<Scenario> scenarios = {
+      {"well_formed", {0, 50, 110, 180, 260}, {0, 1, 2, 3}, 4, 0},
+      {"decreasing", {0, 120, 40, 200, 210}, {0, 1, 2, 3}, 4, GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE},
+      {"first_not_zero", {9, 50, 110, 180, 260}, {0, 1, 2, 3}, 4, GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE},
+      {"past_m", {0, 50, M - 10, kPast, 0xFFFFFFFFu}, {0, 1, 2, 3}, 4, GGEMM_DEVICE_FAULT_OFFSET_PAST_M},
+      {"past_m_then_back", {0, M + 100, 60, 70, 80}, {3, 2, 1, 0}, 4,
+       GGEMM_DEVICE_FAULT_OFFSET_PAST_M | GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE},
+      {"ids_out_of_range", {0, 50, 110, 180, 260}, {0, 4, -7, int32_t(0x7fffffff)}, 4,
+       GGEMM_DEVICE_FAULT_ID_OUT_OF_RANGE},
+      {"active_past_capacity", {0, 50, 110, 180, 260}, {0, 1, 2, 3}, 1000, GGEMM_DEVICE_FAULT_ACTIVE_COUNT},
+      {"faults_past_active_count_ignored", {0, 50, 110, 5, 0xFFFFFFFFu}, {0, 1, 9, 9}, 2, 0},
+      {"all_at_once", {3, 1u << 31, 0, 7, 7}, {-2, 0, 1, 99}, 77,
+       GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE | GGEMM_DEVICE_FAULT_OFFSET_PAST_M |
+           GGEMM_DEVICE_FAULT_ID_OUT_OF_RANGE | GGEMM_DEVICE_FAULT_ACTIVE_COUNT},
+  };
+  for (bool checked : {true, false}) {
+    GGEMM_OK(ggemm_set_device_status(handle, checked ? d_status.as<uint32_t>() : nullptr));
+    for (const Scenario &s : scenarios) {
+      SCOPED_TRACE(std::string(s.name) + (checked ? " (checked)" : " (unchecked)"));
+      p.offsets = s.offsets;
+      p.ids = s.ids;
+      p.stats[1] = s.active;
+      CUDA_OK(cudaMemcpy(p.d_offsets.get(), p.offsets.data(), p.offsets.size() * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(p.d_ids.get(), p.ids.data(), p.ids.size() * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(p.d_stats.get(), p.stats, 8, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(d_whole.get(), whole.data(), whole.size(), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemset(d_status.get(), 0, 4));
+      ggemm_grouped_matmul_args dev = p.args(true, nullptr);
+      dev.c = d_c;
+      dev.max_rows_per_group = 0;  // the hint would be wrong for clamped groups
+      GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
+      CUDA_OK(cudaGetLastError());
+      CUDA_OK(cudaDeviceSynchronize());
+
+      std::vector<uint8_t> got(whole.size());
+      CUDA_OK(cudaMemcpy(got.data(), d_whole.get(), got.size(), cudaMemcpyDeviceToHost));
+      uint32_t status = 0;
+      CUDA_OK(cudaMemcpy(&status, d_status.get(), 4, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(status, checked ? s.faults : 0u) << "device status bits";
+      EXPECT_EQ(0, std::memcmp(got.data(), whole.data(), guard)) << "written before C";
+      EXPECT_EQ(0, std::memcmp(got.data() + guard + c_bytes, whole.data() + guard + c_bytes, guard))
+          << "written after C";
+      const std::vector<uint8_t> expected = reference_output(p);
+      EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data() + guard, p.m, c.n, default_atol(c.out, c.k),
+                                 default_rtol(c.out)));
+    }
+  }
+  GGEMM_OK(ggemm_destroy(handle));
+}
+
+TEST(AbiCheckedMode, SetDeviceStatusChecksItsArguments) {
+  EXPECT_EQ(ggemm_set_device_status(nullptr, nullptr), GGEMM_STATUS_INVALID_HANDLE);
+  GGEMM_REQUIRE_GPU(handle);
+  alignas(4) static uint32_t word[2];
+  EXPECT_EQ(ggemm_set_device_status(handle, reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(word) + 2)),
+            GGEMM_STATUS_MISALIGNED_POINTER);
+  EXPECT_NE(std::string(ggemm_last_error_message()).find("device_status"), std::string::npos);
+  EXPECT_EQ(ggemm_set_device_status(handle, nullptr), GGEMM_STATUS_SUCCESS);
+}
+
 }  // namespace
 }  // namespace ggemm::testing

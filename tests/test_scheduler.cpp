@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "ggemm.h"
+#include "ptx/routing_check.h"
 #include "ptx/sm100/cluster_tiles.h"
 #include "ptx/tile_scheduler.h"
 
@@ -428,6 +430,38 @@ TEST(GroupedTileScheduler, BandOrderKeepsSideBySideTilesCompact) {
     EXPECT_EQ(tile.col0, cb * 128);
   }
   EXPECT_FALSE(tail.next(uint64_t(73) * 12, &tile));
+}
+
+// Checked mode's per-group rule (ptx/routing_check.h), the code the kernel's
+// checking warp runs, against the C ABI's bits.
+TEST(RoutingCheck, FaultBitsMatchTheAbiAndEachRule) {
+  static_assert(kFaultOffsetsNotMonotone == GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE);
+  static_assert(kFaultOffsetPastM == GGEMM_DEVICE_FAULT_OFFSET_PAST_M);
+  static_assert(kFaultIdOutOfRange == GGEMM_DEVICE_FAULT_ID_OUT_OF_RANGE);
+  static_assert(kFaultActiveCount == GGEMM_DEVICE_FAULT_ACTIVE_COUNT);
+  const uint32_t m = 100, experts = 4;
+  const std::vector<uint32_t> good = {0, 10, 10, 100};
+  const std::vector<int32_t> ids = {0, -1, 3};
+  for (uint32_t g = 0; g < 3; ++g) EXPECT_EQ(group_faults(good.data(), ids.data(), g, m, experts), 0u) << g;
+
+  const std::vector<uint32_t> first = {1, 10};
+  EXPECT_EQ(group_faults(first.data(), ids.data(), 0, m, experts), kFaultOffsetsNotMonotone);
+  const std::vector<uint32_t> down = {0, 50, 40};
+  EXPECT_EQ(group_faults(down.data(), ids.data(), 1, m, experts), kFaultOffsetsNotMonotone);
+  EXPECT_EQ(group_faults(down.data(), ids.data(), 0, m, experts), 0u);
+  const std::vector<uint32_t> past = {0, 101};
+  EXPECT_EQ(group_faults(past.data(), ids.data(), 0, m, experts), kFaultOffsetPastM);
+  const std::vector<uint32_t> both = {0, 0xFFFFFFFFu, 5};
+  EXPECT_EQ(group_faults(both.data(), ids.data(), 1, m, experts), kFaultOffsetsNotMonotone);
+  EXPECT_EQ(group_faults(both.data(), ids.data(), 0, m, experts), kFaultOffsetPastM);
+
+  for (int32_t bad : {-2, 4, 5, int32_t(0x80000000u), 0x7fffffff}) {
+    const std::vector<int32_t> one = {bad};
+    EXPECT_EQ(group_faults(good.data(), one.data(), 0, m, experts), kFaultIdOutOfRange) << bad;
+  }
+  EXPECT_EQ(active_count_faults(3, 3), 0u);
+  EXPECT_EQ(active_count_faults(0, 3), 0u);
+  EXPECT_EQ(active_count_faults(4, 3), kFaultActiveCount);
 }
 
 }  // namespace

@@ -330,6 +330,31 @@ GGEMM_API ggemm_status ggemm_lora_shrink_qkv(ggemm_handle_t handle, const ggemm_
 GGEMM_API ggemm_status ggemm_lora_expand_qkv(ggemm_handle_t handle, const ggemm_lora_expand_qkv_args *args,
                                              ggemm_stream_t stream);
 
+/*
+ * Checked mode. The routing arrays live on the device, so the host cannot
+ * check them without a synchronisation; the kernels always compute safely
+ * whatever they hold (offsets are clamped into [0, M] and made
+ * non-decreasing, ids out of range make their group inactive, the active
+ * count is capped at num_groups), so malformed arrays never cause a read or
+ * write outside the buffers. Checked mode also reports them: every launch
+ * enqueued through `handle` after this call ORs into the device word
+ * *device_status the GGEMM_DEVICE_FAULT_* bits of what it found (and writes
+ * nothing when all is well), for every group it walks
+ * (g < min(expert_usage_stats[1], num_groups)). The caller zeroes the word,
+ * keeps it alive while such launches may run, and reads it after they
+ * finish. The check is one warp's read of the arrays at the start of each
+ * launch (about one memory latency per 128 groups, on one CTA). NULL turns
+ * checked mode
+ * off. Launches captured in a CUDA graph keep the word they were captured
+ * with, and check the arrays again at every replay.
+ * Returns SUCCESS, INVALID_HANDLE, MISALIGNED_POINTER (not 4-byte aligned).
+ */
+#define GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE 0x1u /* a_offsets[0] != 0 or a_offsets[g + 1] < a_offsets[g] */
+#define GGEMM_DEVICE_FAULT_OFFSET_PAST_M 0x2u        /* a_offsets[g + 1] > M */
+#define GGEMM_DEVICE_FAULT_ID_OUT_OF_RANGE 0x4u      /* an expert (adapter) id < -1 or >= E (G) */
+#define GGEMM_DEVICE_FAULT_ACTIVE_COUNT 0x8u         /* expert_usage_stats[1] > num_groups */
+GGEMM_API ggemm_status ggemm_set_device_status(ggemm_handle_t handle, uint32_t *device_status);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,4 +1,5 @@
 // The C ABI: validate, translate, never throw (every entry point catches).
+#include <atomic>
 #include <exception>
 #include <new>
 
@@ -13,6 +14,7 @@ struct ggemm_handle_st {
   static constexpr uint64_t kMagic = 0x6767656d6d5f6831ull;  // "ggemm_h1"
   uint64_t magic = kMagic;
   ggemm::Device *device = nullptr;
+  std::atomic<uint32_t *> device_status{nullptr};  // checked mode; null = off
 };
 
 namespace {
@@ -44,9 +46,11 @@ void view_all(ggemm::GroupedLaunch &l, void *c, int64_t m, int64_t n) {
   for (auto &v : l.views) v = ggemm::OutputViewDesc{c, n, 0, m, n};
 }
 
-// The routing and config fields every operation shares.
+// The routing and config fields every operation shares, and the handle's
+// checked mode.
 template <typename Args>
-void copy_routing(ggemm::GroupedLaunch &l, const Args &a, const int32_t *ids) {
+void copy_routing(ggemm::GroupedLaunch &l, const Args &a, const int32_t *ids, ggemm_handle_t handle) {
+  l.device_status = handle->device_status.load(std::memory_order_acquire);
   l.a_offsets = a.a_offsets;
   l.expert_ids = ids;
   l.usage_stats = a.expert_usage_stats;
@@ -87,6 +91,17 @@ extern "C" ggemm_status ggemm_destroy(ggemm_handle_t handle) {
   });
 }
 
+extern "C" ggemm_status ggemm_set_device_status(ggemm_handle_t handle, uint32_t *device_status) {
+  return guarded([&] {
+    GGEMM_TRY(check_handle(handle));
+    if (reinterpret_cast<uintptr_t>(device_status) % 4 != 0)
+      return ggemm::fail(GGEMM_STATUS_MISALIGNED_POINTER, "device_status %p is not 4-byte aligned",
+                         static_cast<void *>(device_status));
+    handle->device_status.store(device_status, std::memory_order_release);
+    return GGEMM_STATUS_SUCCESS;
+  });
+}
+
 extern "C" ggemm_status ggemm_grouped_matmul(ggemm_handle_t handle, const ggemm_grouped_matmul_args *args,
                                              ggemm_stream_t stream) {
   return guarded([&] {
@@ -109,7 +124,7 @@ extern "C" ggemm_status ggemm_grouped_matmul(ggemm_handle_t handle, const ggemm_
     l.split0 = a.a_plane_split0, l.split1 = a.a_plane_split1;
     l.a_planes = planes;
     view_all(l, a.c, a.m, a.n);
-    copy_routing(l, a, a.expert_ids);
+    copy_routing(l, a, a.expert_ids, handle);
     l.epilogue = a.epilogue;
     l.row_scale = a.row_scale;
     l.alpha = 1.f;
@@ -141,7 +156,7 @@ extern "C" ggemm_status ggemm_lora_shrink_qkv(ggemm_handle_t handle, const ggemm
     for (int s = 0; s < 3; ++s)
       l.views[s] = ggemm::OutputViewDesc{static_cast<char *>(a.p) + size_t(s) * a.m * r * ggemm::dtype_bytes(a.p_dtype), r,
                                          s * r, a.m, r};
-    copy_routing(l, a, a.adapter_ids);
+    copy_routing(l, a, a.adapter_ids, handle);
     l.epilogue = a.accumulate ? GGEMM_EPILOGUE_ACCUMULATE : GGEMM_EPILOGUE_STORE;
     l.alpha = a.scale;
     return ggemm::launch_grouped(*handle->device, l, reinterpret_cast<CUstream>(stream));
@@ -174,7 +189,7 @@ extern "C" ggemm_status ggemm_lora_expand_qkv(ggemm_handle_t handle, const ggemm
     l.views[0] = ggemm::OutputViewDesc{a.q_out, q, 0, a.m, q};
     l.views[1] = ggemm::OutputViewDesc{a.kv_out, kv, q, a.m, kv};
     l.views[2] = ggemm::OutputViewDesc{v_rows, kv, q + kv, a.m, kv};
-    copy_routing(l, a, a.adapter_ids);
+    copy_routing(l, a, a.adapter_ids, handle);
     l.epilogue = a.accumulate ? GGEMM_EPILOGUE_ACCUMULATE : GGEMM_EPILOGUE_STORE;
     l.alpha = a.scale;
     return ggemm::launch_grouped(*handle->device, l, reinterpret_cast<CUstream>(stream));

@@ -19,6 +19,7 @@
 
 #include "../grouped_params.h"
 #include "../mbarrier.h"
+#include "../routing_check.h"
 #include "../stmatrix.h"
 #include "../tile_scheduler.h"
 #include "../tma.h"
@@ -117,6 +118,12 @@ struct GroupedGemmSm90 {
       ptx::prefetch_tensormap(&p.tmap_weights);
       for (int v = 0; v < 3; ++v) ptx::prefetch_tensormap(&p.tmap_out[v]);
     }
+    // Checked mode: one warp of CTA 0 looks at the routing arrays before the
+    // roles split (after it, the producer's 40 registers have no room, and
+    // in a consumer the extra code costs ptxas registers the accumulators
+    // need). CTA 0 starts about one memory latency later; only in checked
+    // mode.
+    if (p.device_status && blockIdx.x == 0 && threadIdx.x / 32 == 2) check_routing_warp(p);
     __syncthreads();
 
     if (warpgroup == 0) {

@@ -19,6 +19,7 @@ from ._capi import (
     HEADER_VERSION,
     MAX_GROUPS,
     Config,
+    DeviceFault,
     Dtype,
     Epilogue,
     GroupedMatmulArgs,
@@ -54,6 +55,7 @@ def last_error_message() -> str:
 
 __all__ = [
     "Config",
+    "DeviceFault",
     "Dtype",
     "Epilogue",
     "GgemmError",

@@ -63,6 +63,15 @@ class Epilogue(enum.IntEnum):
     ROW_SCALE = 2
 
 
+class DeviceFault(enum.IntFlag):
+    """GGEMM_DEVICE_FAULT_*: the bits checked mode ORs into the device status word."""
+
+    OFFSETS_NOT_MONOTONE = 0x1
+    OFFSET_PAST_M = 0x2
+    ID_OUT_OF_RANGE = 0x4
+    ACTIVE_COUNT = 0x8
+
+
 class Config(Structure):
     """ggemm_config: a config override; 0 in a field means automatic."""
 
@@ -233,6 +242,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.ggemm_create.argtypes = [POINTER(c_void_p), c_int]
     lib.ggemm_destroy.restype = c_int
     lib.ggemm_destroy.argtypes = [c_void_p]
+    lib.ggemm_set_device_status.restype = c_int
+    lib.ggemm_set_device_status.argtypes = [c_void_p, c_void_p]
     lib.ggemm_grouped_matmul.restype = c_int
     lib.ggemm_grouped_matmul.argtypes = [c_void_p, POINTER(GroupedMatmulArgs), c_void_p]
     lib.ggemm_lora_shrink_qkv.restype = c_int

@@ -72,6 +72,7 @@ class Handle:
     def __init__(self, device: int = 0) -> None:
         self._lib = _capi.load_library()
         self._ptr: Optional[int] = None
+        self._device_status: Any = None
         self.device = int(device)
         raw = c_void_p()
         check(self._lib.ggemm_create(byref(raw), self.device))
@@ -108,6 +109,27 @@ class Handle:
     def __repr__(self) -> str:
         state = "closed" if self.closed else hex(self._ptr or 0)
         return f"ggemm.Handle(device={self.device}, {state})"
+
+    def set_device_status(self, status: Any) -> None:
+        """Checked mode (ggemm_set_device_status).
+
+        `status` is a zeroed one-element int32 (or uint32) device tensor; every
+        launch enqueued through this handle afterwards ORs the DeviceFault bits
+        of malformed routing arrays into it. The caller keeps it alive while
+        such launches may run and reads it after they finish. None turns
+        checked mode off.
+        """
+        if status is None:
+            check(self._lib.ggemm_set_device_status(self.ptr, None))
+            self._device_status = None
+            return
+        info = describe(status, "status")
+        if info.dtype not in ("int32", "uint32") or info.shape not in ((1,), ()):
+            raise ValueError(f"status must be one int32 or uint32 element; got shape {info.shape}, dtype {info.dtype}")
+        if info.device is not None and info.device != self.device:
+            raise ValueError(f"status is on device {info.device}; this handle is on device {self.device}")
+        check(self._lib.ggemm_set_device_status(self.ptr, info.ptr))
+        self._device_status = status  # kept alive while the handle may use it
 
     def grouped_matmul(self, *args: Any, **kwargs: Any) -> Any:
         """grouped_matmul(...) on this handle."""

@@ -264,3 +264,37 @@ def test_errors_on_the_gpu(handle):
     with pytest.raises(ggemm.GgemmError) as info:
         ggemm.grouped_matmul(a.contiguous(), b, out, offsets_t, ids_t, stats_t, config={"tile_m": 24}, handle=handle)
     assert info.value.status == ggemm.Status.INVALID_CONFIG and "tile_m" in info.value.message
+
+
+def test_checked_mode_reports_malformed_routing(lib):
+    """Handle.set_device_status: malformed device arrays are computed safely and reported."""
+    try:
+        h = ggemm.Handle(0)
+    except ggemm.GgemmError as e:
+        pytest.skip(f"ggemm cannot use GPU 0: {e}")
+    status = torch.zeros(1, dtype=torch.int32, device=DEV)
+    h.set_device_status(status)
+    rows, m = [30, 40], 70
+    a = torch.randn(m, K, device=DEV).to(torch.bfloat16)
+    b = torch.randn(E, N, K, device=DEV).to(torch.bfloat16)
+    out = torch.full((m, N), 7.0, dtype=torch.bfloat16, device=DEV)
+    offsets_t, ids_t, stats_t, offsets = routing(rows, [1, 2])
+    h.grouped_matmul(a, b, out, offsets_t, ids_t, stats_t)
+    torch.cuda.synchronize()
+    assert status.item() == 0, "well-formed routing reported a fault"
+    assert_matches(out, reference(a, b, offsets, [1, 2]), rtol=2e-2, atol=5e-2)
+
+    ids_t.copy_(torch.tensor([1, E], dtype=torch.int32))  # expert E does not exist: group 1 is inactive
+    stats_t[1] = 5  # past num_groups = 2: capped
+    out.fill_(7.0)
+    h.grouped_matmul(a, b, out, offsets_t, ids_t, stats_t)
+    torch.cuda.synchronize()
+    assert ggemm.DeviceFault(status.item()) == ggemm.DeviceFault.ID_OUT_OF_RANGE | ggemm.DeviceFault.ACTIVE_COUNT
+    assert_matches(out, reference(a, b, offsets, [1, -1]), rtol=2e-2, atol=5e-2)
+
+    h.set_device_status(None)
+    status.zero_()
+    h.grouped_matmul(a, b, out, offsets_t, ids_t, stats_t)
+    torch.cuda.synchronize()
+    assert status.item() == 0, "checked mode was switched off but still wrote"
+    h.close()

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# compute-sanitizer's four tools over the GPU tests of the public-ABI suite
+# (every test whose name has "Gpu": grouped matmul, LoRA shrink/expand, graph
+# replays, malformed routing, threads and streams), on an sm_90 machine with an existing build (run
+# scripts/h200_check.sh or the default preset first). One log per tool in
+# $OUT (default ./h200_out); the last lines of each are printed.
+#
+#   scripts/h200_sanitize.sh [gtest-filter]      # default: *Gpu*:-LargeGpu.*
+#
+# The LargeGpu tests (20 GB buffers, 64-bit addressing) are left out: under
+# the sanitizers they would take hours. The stress test runs 200 calls
+# instead of 2000 (GGEMM_STRESS_CALLS).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/h200_out}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+filter=${1:-*Gpu*:-LargeGpu.*}
+export GGEMM_STRESS_CALLS=${GGEMM_STRESS_CALLS:-200}
+tests=./build/tests/ggemm_tests
+[ -x "$tests" ] || { echo "no $tests: build first"; exit 1; }
+
+status=0
+for tool in memcheck racecheck synccheck initcheck; do
+  extra=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  # The sanitizers slow kernels down by one to two orders of magnitude; the
+  # 10 s in-kernel wait bound still holds for these test sizes.
+  timeout 300 compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+    "$tests" --gtest_filter="$filter" --gtest_brief=1 > "$out/sanitize_$tool.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  echo "$tool rc=$rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|tests? (ran|passed)|PASSED|FAILED' "$out/sanitize_$tool.log" | tr '\n' ' ')"
+done
+exit $status
