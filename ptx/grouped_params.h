@@ -34,6 +34,7 @@ struct GroupedGemmParams {
   uint32_t m, n, k;
   uint32_t num_experts;
   uint32_t split0, split1;  // segment splits (0, 0 = one segment)
+  uint32_t span_segments;   // 1: tiles cross the splits, outputs routed per 8-column chunk (store epilogues only)
   uint32_t a_planes;        // 1: segment s reads activation rows m + s * M
   float alpha;              // multiplies every result (LoRA scale; 1 otherwise)
   uint32_t epilogue;

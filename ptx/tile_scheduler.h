@@ -11,6 +11,12 @@
 // plane (LoRA expand's Q/K/V planes) and has its own output view (Q/K/V
 // routing, planar permute).
 //
+// With span_segments set, the segments only route outputs: N is tiled as one
+// range, a tile may cross a split, and the epilogue picks each 8-column
+// chunk's view. LoRA shrink uses this: its segments read the same
+// activations, so one tile covering all 3R columns reads them once instead
+// of three times.
+//
 // Order within a group: bands of kBandRowBlocks row blocks; inside a band the
 // row block varies fastest, then the column block. CTAs running side by side
 // then cover a compact patch (8 row blocks x ~16 column blocks for 132 SMs),
@@ -34,7 +40,7 @@ struct GroupedTile {
   uint32_t rows;       // valid rows, 1..tile_m
   uint32_t col0;       // first output column (feature) of the tile
   uint32_t cols;       // valid columns, 1..tile_n
-  uint32_t segment;    // segment (0..2) of every column of the tile
+  uint32_t segment;    // segment (0..2) of every column of the tile; 0 with span_segments
 };
 
 struct GroupedProblem {
@@ -45,6 +51,7 @@ struct GroupedProblem {
   uint32_t n;                 // columns of C
   uint32_t num_experts;
   uint32_t split0, split1;    // segment splits; both 0 = one segment
+  uint32_t span_segments = 0;  // 1: tiles cover [0, N) across the splits (segment = 0)
 };
 
 // The number of groups a launch walks: the device-side active count, never
@@ -63,7 +70,7 @@ class GroupedTileScheduler {
 
   GGEMM_HOST_DEVICE GroupedTileScheduler(const GroupedProblem &p, uint32_t tile_m, uint32_t tile_n)
       : p_(p), tile_m_(tile_m), tile_n_(tile_n) {
-    const bool split = p.split0 != 0 || p.split1 != 0;
+    const bool split = (p.split0 != 0 || p.split1 != 0) && !p.span_segments;
     end0_ = split ? p.split0 : p.n;  // one segment when the splits are off
     end1_ = split ? p.split1 : p.n;
     blocks0_ = ceil_div(end0_, tile_n);

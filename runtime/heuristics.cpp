@@ -37,8 +37,7 @@ bool is_tile_m(uint32_t v, uint32_t out_bytes) {
 // 256-row groups 0.80 -> 0.83), while for ~128-row groups it wastes half of
 // every tile. Partial row blocks run narrower MMAs in the kernel, so a large
 // tile costs little at group ends.
-uint32_t auto_tile_m(const GroupedShape &s) {
-  const int64_t max_rows = s.max_rows_per_group > 0 && s.max_rows_per_group < s.m ? s.max_rows_per_group : s.m;
+uint32_t size_tile_m(const GroupedShape &s, int64_t max_rows) {
   // The typical group: the average over the groups, never above the largest.
   const int64_t avg_rows = std::min<int64_t>((s.m + s.num_groups - 1) / s.num_groups, max_rows);
   if (max_rows <= 16) return 16;
@@ -47,6 +46,26 @@ uint32_t auto_tile_m(const GroupedShape &s) {
   const bool tile256_ok = GGEMM_SM90_MAX_TILE_M(dtype_bytes(s.c_dtype)) >= 256 &&
                           (s.epilogue != GGEMM_EPILOGUE_ACCUMULATE || GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(256));
   return avg_rows >= 256 && tile256_ok ? 256 : 128;
+}
+
+// An upper bound on the tiles of a launch (as the grid size uses it).
+int64_t tile_bound(const GroupedShape &s, int64_t max_rows, uint32_t tile_m) {
+  const int64_t col_blocks = s.col_blocks > 0 ? s.col_blocks : (s.n + 127) / 128;
+  const int64_t row_blocks = std::min<int64_t>(s.num_groups * ((max_rows + tile_m - 1) / tile_m),
+                                               (s.m + tile_m - 1) / tile_m + s.num_groups);
+  return row_blocks * col_blocks;
+}
+
+uint32_t auto_tile_m(const GroupedShape &s, int sm_count) {
+  const int64_t max_rows = s.max_rows_per_group > 0 && s.max_rows_per_group < s.m ? s.max_rows_per_group : s.m;
+  uint32_t tile_m = size_tile_m(s, max_rows);
+  // Narrow outputs (LoRA shrink: 3R columns, one or two column tiles) make
+  // too few tiles to stream the activations on every SM; one SM moves a
+  // fraction of the device's bandwidth. Halve tile_m while fewer than three
+  // quarters of the SMs would get a tile (each halving doubles the weight
+  // tiles read from L2, so a few idle SMs are the better trade).
+  while (tile_m > 16 && 4 * tile_bound(s, max_rows, tile_m) < 3 * int64_t(sm_count)) tile_m /= 2;
+  return tile_m;
 }
 
 // The automatic swizzle: one 128-byte row of K per stage (tile_k 64), unless
@@ -124,7 +143,7 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
       return fail(GGEMM_STATUS_INVALID_CONFIG, "config->stages = %d: must be >= 0", o->stages);
     c.stages = uint32_t(o->stages);
   }
-  if (!c.tile_m) c.tile_m = auto_tile_m(shape);
+  if (!c.tile_m) c.tile_m = auto_tile_m(shape, props.sm_count);
   if (!c.swizzle_bytes) c.swizzle_bytes = auto_swizzle(shape);
 
   const uint32_t fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin));

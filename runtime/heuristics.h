@@ -16,6 +16,7 @@ struct GroupedShape {
   int64_t num_groups;
   int64_t max_rows_per_group;  // 0 = unknown (M)
   ggemm_epilogue epilogue = GGEMM_EPILOGUE_STORE;
+  int64_t col_blocks = 0;  // 128-wide column tiles per row block; 0 = ceil(n / 128)
 };
 
 struct Sm90Config {

@@ -26,8 +26,21 @@ CUtensorMapDataType tma_dtype(ggemm_dtype t) {
 
 ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   const Driver &drv = dev.driver();
-  const GroupedShape shape{a.in_dtype,   a.out_dtype,          a.m,       a.n, a.k, a.transpose_b,
-                           a.num_groups, a.max_rows_per_group, a.epilogue};
+  // Tiles may cross the splits when the segments only route outputs (no
+  // activation planes: LoRA shrink), so the shared activations are read once
+  // per tile instead of once per segment. Not with accumulate: its TMA load
+  // of the old outputs takes one segment's view per tile.
+  const bool splits = a.split0 != 0 || a.split1 != 0;
+  const bool span_segments = splits && !a.a_planes && a.epilogue != GGEMM_EPILOGUE_ACCUMULATE;
+  // Column blocks over all segments (each tiled from its own start), or over
+  // N when tiles span them.
+  const int64_t seg_end0 = splits && !span_segments ? a.split0 : a.n;
+  const int64_t seg_end1 = splits && !span_segments ? a.split1 : a.n;
+  auto blocks = [](int64_t width) { return (width + sm90::kTileN - 1) / sm90::kTileN; };
+  const int64_t col_blocks = blocks(seg_end0) + blocks(seg_end1 - seg_end0) + blocks(a.n - seg_end1);
+
+  const GroupedShape shape{a.in_dtype,   a.out_dtype,          a.m,        a.n, a.k, a.transpose_b,
+                           a.num_groups, a.max_rows_per_group, a.epilogue, col_blocks};
   Sm90Config cfg;
   GGEMM_TRY(choose_sm90_config(dev.props(), shape, a.config, &cfg));
   const uint32_t tile_k = cfg.swizzle_bytes / 2;
@@ -75,6 +88,7 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   p.num_experts = uint32_t(a.num_experts);
   p.split0 = uint32_t(a.split0);
   p.split1 = uint32_t(a.split1);
+  p.span_segments = span_segments ? 1 : 0;
   p.a_planes = a.a_planes ? 1 : 0;
   p.alpha = a.alpha;
   p.epilogue = uint32_t(a.epilogue);
@@ -89,10 +103,6 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   const int64_t row_blocks_per_group = (rows + cfg.tile_m - 1) / cfg.tile_m;
   const int64_t row_blocks = std::min<int64_t>(a.num_groups * row_blocks_per_group,
                                                (a.m + cfg.tile_m - 1) / cfg.tile_m + a.num_groups);
-  // Column blocks over all segments (each segment is tiled from its start).
-  const int64_t seg_end0 = a.split0 || a.split1 ? a.split0 : a.n, seg_end1 = a.split0 || a.split1 ? a.split1 : a.n;
-  auto blocks = [](int64_t width) { return (width + sm90::kTileN - 1) / sm90::kTileN; };
-  const int64_t col_blocks = blocks(seg_end0) + blocks(seg_end1 - seg_end0) + blocks(a.n - seg_end1);
   const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(dev.props().sm_count, row_blocks * col_blocks));
 
   const sm90::SmemLayout layout =

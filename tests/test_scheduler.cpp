@@ -34,6 +34,7 @@ struct Routing {
   uint32_t num_groups = 0;        // capacity, as the host passes it
   uint32_t stats_active = 0;      // expert_usage_stats[1], may exceed num_groups
   uint32_t split0 = 0, split1 = 0;
+  bool span_segments = false;  // tiles cover [0, N) across the splits
   bool well_formed = true;  // offsets non-decreasing, [0] == 0, last <= m
 };
 
@@ -42,8 +43,9 @@ struct Routing {
 uint32_t clamped_active(const Routing &r) { return ggemm::active_groups(r.stats_active, r.num_groups); }
 
 GroupedProblem problem_of(const Routing &r) {
-  return GroupedProblem{r.offsets.data(), r.ids.data(), clamped_active(r), r.m, r.n, r.num_experts,
-                        r.split0,         r.split1};
+  return GroupedProblem{r.offsets.data(), r.ids.data(), clamped_active(r), r.m,
+                        r.n,              r.num_experts, r.split0,           r.split1,
+                        r.span_segments ? 1u : 0u};
 }
 
 // Activation plane of column c, straight from the contract (DESIGN.md 1.1).
@@ -52,9 +54,10 @@ uint32_t plane_of(const Routing &r, uint32_t c) {
   return uint32_t(c >= r.split0) + uint32_t(c >= r.split1);
 }
 
-// Start and end of the plane segment holding column c.
+// Start and end of the range tiled from its own start that holds column c:
+// its plane segment, or all of N when tiles span the segments.
 void segment_of(const Routing &r, uint32_t c, uint32_t *start, uint32_t *end) {
-  if (r.split0 == 0 && r.split1 == 0) {
+  if ((r.split0 == 0 && r.split1 == 0) || r.span_segments) {
     *start = 0, *end = r.n;
   } else if (c < r.split0) {
     *start = 0, *end = r.split0;
@@ -122,7 +125,8 @@ void check_launch(const Routing &r, uint32_t tile_m, uint32_t grid) {
       segment_of(r, tile.col0, &s_start, &s_end);
       const uint32_t last_col = tile.col0 + tile.cols - 1;
       if (last_col >= s_end) fail_once("tile straddles a plane split: " + d);
-      if (tile.segment != plane_of(r, tile.col0) || tile.segment != plane_of(r, last_col))
+      if (r.span_segments ? tile.segment != 0
+                          : tile.segment != plane_of(r, tile.col0) || tile.segment != plane_of(r, last_col))
         fail_once("plane " + std::to_string(tile.segment) + " is not the plane of its columns: " + d);
       // Column blocks start at tile_n steps from their segment's start and are
       // as wide as the segment allows (header: "each tiled by tile_n from its
@@ -369,6 +373,21 @@ TEST(GroupedTileScheduler, PlaneSplits) {
       r.split0 = s.s0, r.split1 = s.s1;
       check_all_shapes(r);
     }
+  }
+}
+
+// LoRA shrink's routing: the splits only route outputs, so tiles are cut
+// from column 0 as if there were none, crossing the splits.
+TEST(GroupedTileScheduler, TilesSpanningTheSplits) {
+  const uint32_t splits[][3] = {{16, 32, 48}, {64, 128, 192}, {8, 16, 24}, {128, 256, 384}, {40, 40, 200}};
+  for (const auto &s : splits) {
+    std::mt19937_64 rng(s[2]);
+    std::vector<uint32_t> rows(7);
+    for (auto &x : rows) x = std::uniform_int_distribution<uint32_t>(0, 300)(rng);
+    Routing r = from_rows("spanning splits " + std::to_string(s[0]) + "/" + std::to_string(s[1]), rows, s[2]);
+    r.split0 = s[0], r.split1 = s[1];
+    r.span_segments = true;
+    check_all_shapes(r);
   }
 }
 

@@ -185,6 +185,38 @@ TEST(ChooseSm90Config, TileMGrowsWithRowsPerGroup) {
   EXPECT_EQ(cfg.tile_m, 16u);
 }
 
+// LoRA shrink shapes (Llama-3-8B: K 4096, 8 adapters of 512 tokens): one or
+// two column tiles per row block, so tile_m halves until at least three
+// quarters of the 132 SMs get a tile.
+TEST(ChooseSm90Config, NarrowOutputsHalveTileMToFillTheSms) {
+  GroupedShape s = shape(512);
+  s.m = 4096;
+  s.num_groups = 8;
+  const struct {
+    int64_t col_blocks;
+    uint32_t tile_m;  // bound on tiles at that tile_m
+  } cases[] = {
+      {1, 32},   // 3R = 48 in one spanning tile: 8 x 16 = 128 tiles >= 99
+      {2, 64},   // 3R = 192: 8 x 8 x 2 = 128 tiles
+      {3, 64},   // 3R = 384: 8 x 8 x 3 = 192 (128 would give 96 < 99)
+      {32, 256}, // wide N: already 8 x 2 x 32 = 512 tiles at 256
+  };
+  for (const auto &c : cases) {
+    s.col_blocks = c.col_blocks;
+    Sm90Config cfg;
+    ASSERT_EQ(choose_sm90_config(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    EXPECT_EQ(cfg.tile_m, c.tile_m) << c.col_blocks << " column tiles";
+  }
+  // Never below 16, however few the tiles.
+  s.m = 16;
+  s.num_groups = 1;
+  s.max_rows_per_group = 16;
+  s.col_blocks = 1;
+  Sm90Config cfg;
+  ASSERT_EQ(choose_sm90_config(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 16u);
+}
+
 TEST(ChooseSm90Config, SwizzleFollowsK) {
   const struct {
     int64_t k;

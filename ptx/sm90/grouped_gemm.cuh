@@ -92,7 +92,7 @@ struct GroupedGemmSm90 {
   GGEMM_DEVICE static GroupedProblem problem(const GroupedGemmParams &p) {
     return GroupedProblem{p.a_offsets, p.expert_ids, active_groups(p.usage_stats[1], p.num_groups),
                           p.m,         p.n,          p.num_experts,
-                          p.split0,    p.split1};
+                          p.split0,    p.split1,     p.span_segments};
   }
 
   GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
@@ -287,14 +287,18 @@ struct GroupedGemmSm90 {
                                     const float (&acc)[kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
     const uint32_t barrier_id = 1 + cw;  // named barrier of this warpgroup (0 is __syncthreads)
-    const OutputView &view = p.out[tile.segment];
-    const CUtensorMap *tmap_out = &p.tmap_out[tile.segment];
 
     // Columns of this warpgroup's half that the tile owns (0 past the segment).
     const uint32_t col0 = tile.col0 + cw * kFeaturesPerWarpgroup;
     const uint32_t cols = tile.cols > cw * kFeaturesPerWarpgroup
                               ? min(tile.cols - cw * kFeaturesPerWarpgroup, kFeaturesPerWarpgroup)
                               : 0;
+    // The segment of these columns; with span_segments they may cross a
+    // split, and then each 8-column chunk is routed by the masked stores.
+    const uint32_t segment = p.span_segments ? segment_of(p, col0) : tile.segment;
+    const bool crosses = p.span_segments && cols > 0 && segment_of(p, col0 + cols - 1) != segment;
+    const OutputView &view = p.out[segment];
+    const CUtensorMap *tmap_out = &p.tmap_out[segment];
 
     const bool accumulate = kSupportsAccumulate && p.epilogue == kEpilogueAccumulate;
     const bool scale = p.epilogue == kEpilogueRowScale && active;
@@ -391,7 +395,7 @@ struct GroupedGemmSm90 {
       ptx::bar_sync(barrier_id, 128);
 
       if (cols == 0) continue;
-      if (rows == kStageTokens && cols == kFeaturesPerWarpgroup) {  // whole: one TMA store
+      if (rows == kStageTokens && cols == kFeaturesPerWarpgroup && !crosses) {  // whole: one TMA store
         if (tid == 0) {
           for (uint32_t b = 0; b < kBoxes; ++b)
             ptx::tma_store_2d(tmap_out, staging + b * kStageTokens * 128,
@@ -410,11 +414,18 @@ struct GroupedGemmSm90 {
         const uint32_t box = ch / 8;
         uint4 v = *reinterpret_cast<const uint4 *>(staging + box * kStageTokens * 128 +
                                                    swizzle128_offset(token, ch % 8));
-        Out *dst = reinterpret_cast<Out *>(view.base) + size_t(row0 + token) * view.ld + (col0 - view.col_offset) +
-                   ch * kElemsPerChunk;
+        const uint32_t col = col0 + ch * kElemsPerChunk;  // splits are multiples of 8: a chunk never crosses one
+        const OutputView &to = crosses ? p.out[segment_of(p, col)] : view;
+        Out *dst = reinterpret_cast<Out *>(to.base) + size_t(row0 + token) * to.ld + (col - to.col_offset);
         *reinterpret_cast<uint4 *>(dst) = v;
       }
     }
+  }
+
+  // The segment (output view) of column c: how many splits lie at or below it.
+  GGEMM_DEVICE static uint32_t segment_of(const GroupedGemmParams &p, uint32_t c) {
+    if (p.split0 == 0 && p.split1 == 0) return 0;
+    return uint32_t(c >= p.split0) + uint32_t(c >= p.split1);
   }
 
   // The shared address this lane gives stmatrix/ldmatrix .x4.trans for token
