@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
   const GpuProbe probe = probe_gpu();
   if (!probe.handle) {
     std::printf("ggemm_bench: skipped, no usable GPU (%s; %s). The benchmarks need an NVIDIA "
-                "Hopper (sm_90) GPU (Blackwell kernels are not built yet); nothing was measured.\n",
+                "Hopper (sm_90) or Blackwell B200/GB200 (sm_100) GPU; nothing was measured.\n",
                 probe.runtime_result.c_str(), probe.ggemm_result.c_str());
     return 0;
   }

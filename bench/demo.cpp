@@ -34,7 +34,7 @@ void print_no_gpu(const GpuProbe& probe) {
   std::printf(
       "ggemm_demo: no usable GPU, so nothing was run. The demo looked for a CUDA device "
       "through the CUDA runtime (%s) and then for a ggemm handle on device 0 (%s). It needs "
-      "an NVIDIA Hopper (sm_90) GPU (Blackwell kernels are not built yet) with a working driver; the GPU "
+      "an NVIDIA Hopper (sm_90) or Blackwell B200/GB200 (sm_100) GPU with a working driver; the GPU "
       "tests in tests/ skip their GPU cases the same way, with the same reason. Exiting with "
       "status 0 because a machine without a GPU is not an error.\n",
       probe.runtime_result.c_str(), probe.ggemm_result.c_str());

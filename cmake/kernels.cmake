@@ -1,35 +1,59 @@
 # Device code: ptx/ kernels compiled by nvcc to fatbins, embedded into
 # libggemm with .incbin, loaded at run time through cuLibraryLoadData.
 #
-# One fatbin per source so that they build in parallel; each holds every
-# architecture we ship (sm_90a now; sm_100a joins here).
-set(GGEMM_KERNEL_SOURCES
-  ${CMAKE_CURRENT_SOURCE_DIR}/ptx/sm90/kernels_bf16.cu
-  ${CMAKE_CURRENT_SOURCE_DIR}/ptx/sm90/kernels_fp16.cu)
-set(GGEMM_KERNEL_GENCODE -gencode=arch=compute_90a,code=sm_90a)
+# One fatbin per source so that they build in parallel, and one architecture
+# per fatbin: sm_90a and sm_100a code are arch-specific ('a') and each runs on
+# exactly one compute capability (9.0, 10.0), so the runtime loads only the
+# fatbins tagged with its device's architecture (ggemm_fatbin_arch[],
+# cmake/fatbins.S.in); loading an sm_100a-only fatbin on an H200 would fail.
+#
+# ptx/<dir>/kernels_<dtype>.cu for each <dir> below, compiled with its gencode;
+# the number is what runtime/device.cpp compares with the device (arch_number()).
+set(GGEMM_KERNEL_DIRS sm90 sm100)
+set(GGEMM_KERNEL_sm90_ARCH 90)
+set(GGEMM_KERNEL_sm90_GENCODE -gencode=arch=compute_90a,code=sm_90a)
+set(GGEMM_KERNEL_sm100_ARCH 100)
+set(GGEMM_KERNEL_sm100_GENCODE -gencode=arch=compute_100a,code=sm_100a)
+set(GGEMM_KERNEL_DTYPES bf16 fp16)
+
+# Every device header (the sm_100a probe in tests/ depends on all of them) ...
 file(GLOB_RECURSE GGEMM_PTX_HEADERS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.cuh ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.inc)
+# ... and those shared by every architecture (ptx/*.h, not recursive), so an
+# edit under ptx/sm100/ does not rebuild the sm_90a fatbins.
+file(GLOB GGEMM_PTX_COMMON_HEADERS CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.cuh ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.inc)
 
-set(GGEMM_FATBINS)
+set(GGEMM_FATBINS)        # every fatbin (tests/check_sass.py)
+set(GGEMM_SM90_FATBINS)   # per architecture (the sm_100a SASS test)
+set(GGEMM_SM100_FATBINS)
 set(GGEMM_FATBIN_INCBINS "")
 set(GGEMM_FATBIN_SYMBOLS "")
-foreach(src ${GGEMM_KERNEL_SOURCES})
-  get_filename_component(name ${src} NAME_WE)
-  get_filename_component(dir ${src} DIRECTORY)
-  get_filename_component(arch ${dir} NAME)
-  set(out ${CMAKE_CURRENT_BINARY_DIR}/kernels/${arch}_${name}.fatbin)
-  add_custom_command(OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/kernels
-    COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -std=c++17 -O3 -fatbin ${GGEMM_KERNEL_GENCODE}
-            -Xptxas=-warn-spills -Werror=all-warnings -o ${out} ${src}
-    DEPENDS ${src} ${GGEMM_PTX_HEADERS}
-    COMMENT "nvcc: ${arch}/${name}.cu -> fatbin"
-    VERBATIM)
-  list(APPEND GGEMM_FATBINS ${out})
-  string(APPEND GGEMM_FATBIN_INCBINS
-    "  .balign 64\n  .hidden ggemm_fatbin_${arch}_${name}\n  .globl ggemm_fatbin_${arch}_${name}\n"
-    "ggemm_fatbin_${arch}_${name}:\n  .incbin \"${out}\"\n")
-  string(APPEND GGEMM_FATBIN_SYMBOLS "  .quad ggemm_fatbin_${arch}_${name}\n")
+set(GGEMM_FATBIN_ARCHS "")
+foreach(dir ${GGEMM_KERNEL_DIRS})
+  file(GLOB_RECURSE arch_headers CONFIGURE_DEPENDS
+    ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.cuh
+    ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.inc)
+  foreach(dtype ${GGEMM_KERNEL_DTYPES})
+    set(name kernels_${dtype})
+    set(src ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/${name}.cu)
+    set(out ${CMAKE_CURRENT_BINARY_DIR}/kernels/${dir}_${name}.fatbin)
+    add_custom_command(OUTPUT ${out}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/kernels
+      COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -std=c++17 -O3 -fatbin ${GGEMM_KERNEL_${dir}_GENCODE}
+              -Xptxas=-warn-spills -Werror=all-warnings -o ${out} ${src}
+      DEPENDS ${src} ${GGEMM_PTX_COMMON_HEADERS} ${arch_headers}
+      COMMENT "nvcc: ${dir}/${name}.cu -> fatbin (sm_${GGEMM_KERNEL_${dir}_ARCH}a)"
+      VERBATIM)
+    list(APPEND GGEMM_FATBINS ${out})
+    string(TOUPPER ${dir} DIR)
+    list(APPEND GGEMM_${DIR}_FATBINS ${out})
+    string(APPEND GGEMM_FATBIN_INCBINS
+      "  .balign 64\n  .hidden ggemm_fatbin_${dir}_${name}\n  .globl ggemm_fatbin_${dir}_${name}\n"
+      "ggemm_fatbin_${dir}_${name}:\n  .incbin \"${out}\"\n")
+    string(APPEND GGEMM_FATBIN_SYMBOLS "  .quad ggemm_fatbin_${dir}_${name}\n")
+    string(APPEND GGEMM_FATBIN_ARCHS "  .long ${GGEMM_KERNEL_${dir}_ARCH}\n")
+  endforeach()
 endforeach()
 list(LENGTH GGEMM_FATBINS GGEMM_FATBIN_COUNT)
 add_custom_target(ggemm_fatbins DEPENDS ${GGEMM_FATBINS})

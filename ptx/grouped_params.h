@@ -7,6 +7,9 @@
 
 namespace ggemm {
 
+// Weight layouts: K-major is B[E, N, K] (transpose_b), MN-major is B[E, K, N].
+enum class WeightLayout { kKMajor, kMNMajor };
+
 // Epilogue codes as the kernels see them (the C ABI's ggemm_epilogue values).
 enum : uint32_t { kEpilogueStore = 0, kEpilogueAccumulate = 1, kEpilogueRowScale = 2 };
 

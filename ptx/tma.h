@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda.h>
 
+#include <cstdio>
+
 #include "fence.h"
 
 #if defined(__CUDACC__)
@@ -23,6 +25,35 @@ GGEMM_DEVICE void tma_load_3d(void *smem_dst, const CUtensorMap *map, uint64_t *
       " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(smem_addr(smem_dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
+}
+
+// cp.async.bulk.tensor.{2,3}d ... .cta_group::2 — as tma_load_{2,3}d into this
+// CTA's shared memory, but completing the bytes on the barrier at the
+// shared::cluster address `pair_bar`, which may lie in the peer CTA of a
+// cta_group::2 pair (sm_100a; map_shared_to_rank gives the address).
+GGEMM_DEVICE void tma_load_3d_to_pair_barrier(void *smem_dst, const CUtensorMap *map, uint32_t pair_bar, int32_t c0,
+                                              int32_t c1, int32_t c2) {
+#if GGEMM_SM100A
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2"
+      " [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(pair_bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+#else
+  GGEMM_ARCH_TRAP("cp.async.bulk.tensor .cta_group::2");
+#endif
+}
+GGEMM_DEVICE void tma_load_2d_to_pair_barrier(void *smem_dst, const CUtensorMap *map, uint32_t pair_bar, int32_t c0,
+                                              int32_t c1) {
+#if GGEMM_SM100A
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2"
+      " [%0], [%1, {%3, %4}], [%2];" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(pair_bar), "r"(c0), "r"(c1)
+      : "memory");
+#else
+  GGEMM_ARCH_TRAP("cp.async.bulk.tensor .cta_group::2");
+#endif
 }
 
 // cp.async.bulk.tensor.2d global -> shared; see tma_load_3d.

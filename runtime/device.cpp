@@ -5,11 +5,31 @@
 #include <new>
 #include <vector>
 
-// The embedded fatbins (cmake/fatbins.S.in).
+// The embedded fatbins (cmake/fatbins.S.in), each with the one architecture
+// it holds code for (90, 100).
 extern "C" const void *const ggemm_fatbin_table[];
+extern "C" const uint32_t ggemm_fatbin_arch[];
 extern "C" const uint32_t ggemm_fatbin_count;
 
 namespace ggemm {
+
+uint32_t arch_number(Arch a) { return a == Arch::kSm100a ? 100 : 90; }
+
+const char *arch_name(Arch a) { return a == Arch::kSm100a ? "sm_100a" : "sm_90a"; }
+
+bool arch_for_compute_capability(int major, int minor, Arch *out) {
+  // Exact matches only: 'a' code is not forward-compatible, so sm_100a SASS
+  // does not run on 10.3 (B300) or any later Blackwell, nor sm_90a on 10.x.
+  if (major == 9 && minor == 0) {
+    *out = Arch::kSm90a;
+    return true;
+  }
+  if (major == 10 && minor == 0) {
+    *out = Arch::kSm100a;
+    return true;
+  }
+  return false;
+}
 
 ggemm_status Device::create(int ordinal, Device **out) {
   const Driver *drv = nullptr;
@@ -30,19 +50,19 @@ ggemm_status Device::create(int ordinal, Device **out) {
   GGEMM_CU(*drv, cuDeviceGetAttribute(&d->props_.smem_optin,
                                       CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev_));
 
-  const int cc = d->props_.cc_major * 10 + d->props_.cc_minor;
-  if (cc == 90) {
-    d->arch_ = Arch::kSm90a;
-  } else {
+  if (!arch_for_compute_capability(d->props_.cc_major, d->props_.cc_minor, &d->arch_))
     return fail(GGEMM_STATUS_UNSUPPORTED_DEVICE,
-                "device %d has compute capability %d.%d; ggemm has kernels for 9.0 (sm_90a: H100, H200) "
-                "only in this build",
+                "device %d has compute capability %d.%d; ggemm has kernels for compute capability 9.0 (sm_90a: "
+                "H100, H200) and 10.0 (sm_100a: B200, GB200) only (sm_100a code does not run on 10.3, e.g. "
+                "B300)",
                 ordinal, d->props_.cc_major, d->props_.cc_minor);
-  }
 
   GGEMM_CU(*drv, cuDevicePrimaryCtxRetain(&d->ctx_, d->dev_));
   // Library loading is context-independent (cuLibrary*), so no push here.
+  // Only this architecture's fatbins: each holds code for one architecture,
+  // and the driver refuses to load one with nothing for this device.
   for (uint32_t i = 0; i < ggemm_fatbin_count; ++i) {
+    if (ggemm_fatbin_arch[i] != arch_number(d->arch_)) continue;
     CUlibrary lib = nullptr;
     GGEMM_CU(*drv, cuLibraryLoadData(&lib, ggemm_fatbin_table[i], nullptr, nullptr, 0, nullptr, nullptr, 0));
     d->libraries_.push_back(lib);
@@ -58,6 +78,9 @@ ggemm_status Device::create(int ordinal, Device **out) {
       d->kernel_index_.emplace(name, k);
     }
   }
+  if (d->libraries_.empty())
+    return fail(GGEMM_STATUS_UNSUPPORTED_DEVICE, "device %d is %s, but this build embeds no %s kernels", ordinal,
+                arch_name(d->arch_), arch_name(d->arch_));
   *out = d.release();
   return GGEMM_STATUS_SUCCESS;
 }

@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda.h>
 
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -12,7 +13,19 @@
 
 namespace ggemm {
 
+// The architectures ggemm has kernels for. Each is arch-specific ('a') code
+// that runs on exactly one compute capability: sm_90a on 9.0 (H100, H200),
+// sm_100a on 10.0 (B200, GB200) — not on 10.3 (B300), 11.x or 12.x.
 enum class Arch { kSm90a, kSm100a };
+
+// 90 or 100: the tag of the embedded fatbins of that architecture
+// (ggemm_fatbin_arch[], cmake/fatbins.S.in).
+uint32_t arch_number(Arch a);
+// "sm_90a" or "sm_100a".
+const char *arch_name(Arch a);
+// The architecture whose kernels run on compute capability major.minor;
+// false if there is none (the caller refuses the device).
+bool arch_for_compute_capability(int major, int minor, Arch *out);
 
 struct DeviceProps {
   int ordinal = 0;

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 
+#include "ptx/sm100/kernel_table.h"
+#include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/kernel_table.h"
 #include "ptx/sm90/smem_layout.h"
 
 namespace ggemm {
+
+static_assert(sm90::kTileN == kGroupedTileN && sm100::kTileN == kGroupedTileN,
+              "GroupedShape::col_blocks counts 128-row weight tiles on both architectures");
 
 uint32_t dtype_bytes(ggemm_dtype t) { return t == GGEMM_DTYPE_FP32 ? 4 : 2; }
 
@@ -18,18 +23,49 @@ const char *dtype_name(ggemm_dtype t) {
   return "?";
 }
 
+namespace {
+
+std::string kernel_name(const char *prefix, ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m) {
+  return std::string(prefix) + dtype_name(a) + "_" + dtype_name(c) + "_" + (transpose_b ? "kmajor" : "mnmajor") +
+         "_m" + std::to_string(tile_m);
+}
+
+}  // namespace
+
 std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m) {
-  return std::string("ggemm_sm90_grouped_") + dtype_name(a) + "_" + dtype_name(c) + "_" +
-         (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(tile_m);
+  return kernel_name("ggemm_sm90_grouped_", a, c, transpose_b, tile_m);
+}
+
+std::string sm100_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m, uint32_t cta_group) {
+  return kernel_name("ggemm_sm100_grouped_", a, c, transpose_b, tile_m) + (cta_group == 2 ? "_cta2" : "");
 }
 
 namespace {
 
-bool is_tile_m(uint32_t v, uint32_t out_bytes) {
-  return (v == 16 || v == 32 || v == 64 || v == 128 || v == 256) && v <= GGEMM_SM90_MAX_TILE_M(out_bytes);
-}
+// What the two architectures' rules differ in.
+struct ArchRules {
+  Arch arch;
+  const char *name;          // "sm_90a"
+  const char *mma;           // the MMA instruction, for messages
+  int mma_m;                 // sm_90a: 64 per consumer warpgroup; sm_100a: 128 (one tcgen05.mma, cta_group 1)
+  uint32_t max_tile_m_fp32;  // the largest tile_m instantiated for fp32 output
+  uint32_t max_tile_m_accumulate;  // the largest tile_m offering GGEMM_EPILOGUE_ACCUMULATE
 
-// The automatic token tile (the wgmma N). Small groups: the smallest tile
+  uint32_t max_tile_m(uint32_t out_bytes) const { return out_bytes == 4 ? max_tile_m_fp32 : 256; }
+  bool tile_m_ok(uint32_t v, uint32_t out_bytes) const {
+    return (v == 16 || v == 32 || v == 64 || v == 128 || v == 256) && v <= max_tile_m(out_bytes);
+  }
+};
+
+// sm_90a: ptx/sm90/kernel_table.h instantiates 256 for 16-bit outputs only,
+// and 256 has no registers left for accumulate.
+constexpr ArchRules kSm90Rules{Arch::kSm90a, "sm_90a", "wgmma", 64, GGEMM_SM90_MAX_TILE_M(4),
+                               GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(256) ? 256u : 128u};
+// sm_100a: the accumulators live in tensor memory, so every tile_m up to 256
+// exists for every output dtype and epilogue (ptx/sm100/kernel_table.h).
+constexpr ArchRules kSm100Rules{Arch::kSm100a, "sm_100a", "tcgen05.mma", 128, 256, 256};
+
+// The automatic token tile (the MMA's N). Small groups: the smallest tile
 // holding the largest group, so decode-sized groups (1..16 rows) waste
 // little. Large groups: 128, or 256 when the average group has 256 rows or
 // more — a 128 x 256 tile moves 85 instead of 64 FLOPs per byte from L2,
@@ -37,28 +73,28 @@ bool is_tile_m(uint32_t v, uint32_t out_bytes) {
 // 256-row groups 0.80 -> 0.83), while for ~128-row groups it wastes half of
 // every tile. Partial row blocks run narrower MMAs in the kernel, so a large
 // tile costs little at group ends.
-uint32_t size_tile_m(const GroupedShape &s, int64_t max_rows) {
+uint32_t size_tile_m(const ArchRules &r, const GroupedShape &s, int64_t max_rows) {
   // The typical group: the average over the groups, never above the largest.
   const int64_t avg_rows = std::min<int64_t>((s.m + s.num_groups - 1) / s.num_groups, max_rows);
   if (max_rows <= 16) return 16;
   if (max_rows <= 32) return 32;
   if (max_rows <= 64) return 64;
-  const bool tile256_ok = GGEMM_SM90_MAX_TILE_M(dtype_bytes(s.c_dtype)) >= 256 &&
-                          (s.epilogue != GGEMM_EPILOGUE_ACCUMULATE || GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(256));
+  const bool tile256_ok = r.max_tile_m(dtype_bytes(s.c_dtype)) >= 256 &&
+                          (s.epilogue != GGEMM_EPILOGUE_ACCUMULATE || r.max_tile_m_accumulate >= 256);
   return avg_rows >= 256 && tile256_ok ? 256 : 128;
 }
 
 // An upper bound on the tiles of a launch (as the grid size uses it).
 int64_t tile_bound(const GroupedShape &s, int64_t max_rows, uint32_t tile_m) {
-  const int64_t col_blocks = s.col_blocks > 0 ? s.col_blocks : (s.n + 127) / 128;
+  const int64_t col_blocks = s.col_blocks > 0 ? s.col_blocks : (s.n + kGroupedTileN - 1) / kGroupedTileN;
   const int64_t row_blocks = std::min<int64_t>(s.num_groups * ((max_rows + tile_m - 1) / tile_m),
                                                (s.m + tile_m - 1) / tile_m + s.num_groups);
   return row_blocks * col_blocks;
 }
 
-uint32_t auto_tile_m(const GroupedShape &s, int sm_count) {
+uint32_t auto_tile_m(const ArchRules &r, const GroupedShape &s, int sm_count) {
   const int64_t max_rows = s.max_rows_per_group > 0 && s.max_rows_per_group < s.m ? s.max_rows_per_group : s.m;
-  uint32_t tile_m = size_tile_m(s, max_rows);
+  uint32_t tile_m = size_tile_m(r, s, max_rows);
   // Narrow outputs (LoRA shrink: 3R columns, one or two column tiles) make
   // too few tiles to stream the activations on every SM; one SM moves a
   // fraction of the device's bandwidth. Halve tile_m while fewer than three
@@ -77,42 +113,63 @@ uint32_t auto_swizzle(const GroupedShape &s) {
   return 128;
 }
 
-}  // namespace
+// What both architectures choose alike: tile_m and the swizzle, from the
+// caller's override where it sets them (checked field by field) and the
+// automatic rules otherwise; the requested stages (0 = as many as fit).
+struct CommonChoice {
+  uint32_t tile_m = 0, swizzle_bytes = 0, stages = 0;
+  uint32_t cta_group = 1;
+};
 
-ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &shape,
-                                const ggemm_config *o, Sm90Config *out) {
+ggemm_status choose_common(const ArchRules &r, const DeviceProps &props, const GroupedShape &shape,
+                           const ggemm_config *o, CommonChoice *out) {
   const uint32_t out_bytes = dtype_bytes(shape.c_dtype);
-  Sm90Config c;
+  CommonChoice c;
   if (o) {
     if (o->struct_size != sizeof(ggemm_config))
       return fail(GGEMM_STATUS_INVALID_VALUE, "config->struct_size is %zu; this library expects %zu",
                   o->struct_size, sizeof(ggemm_config));
-    if (o->cta_group != 0 && o->cta_group != 1)
+    if (r.arch == Arch::kSm90a && o->cta_group != 0 && o->cta_group != 1)
       return fail(GGEMM_STATUS_INVALID_CONFIG,
                   "config->cta_group = %d: cta_group 2 (two SMs sharing one MMA) needs sm_100a; this device is "
                   "sm_%d%d",
                   o->cta_group, props.cc_major, props.cc_minor);
-    if (o->cluster_m > 1 || o->cluster_n > 1 || o->cluster_m < 0 || o->cluster_n < 0)
-      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->cluster_m/cluster_n = %d/%d: the sm_90a kernel runs "
-                  "without clusters (1 or 0 only)", o->cluster_m, o->cluster_n);
-    if (o->tile_n != 0 && o->tile_n != 128)
-      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->tile_n = %d: the sm_90a kernel's weight tile is 128 rows",
-                  o->tile_n);
-    if (o->mma_m != 0 && o->mma_m != 64)
-      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_m = %d: sm_90a wgmma has M = 64", o->mma_m);
+    if (r.arch == Arch::kSm100a && o->cta_group != 0 && o->cta_group != 1 && o->cta_group != 2)
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->cta_group = %d: must be 0 (automatic), 1 or 2",
+                  o->cta_group);
+    c.cta_group = o->cta_group == 2 ? 2 : 1;
+    // cta_group 2 runs in clusters of the pair (cluster_m = 2, implied);
+    // no other cluster shape exists.
+    if ((o->cluster_m > 1 && o->cluster_m != int(c.cta_group)) || o->cluster_n > 1 || o->cluster_m < 0 ||
+        o->cluster_n < 0)
+      return fail(GGEMM_STATUS_INVALID_CONFIG,
+                  "config->cluster_m/cluster_n = %d/%d: the %s kernel runs without clusters, or in clusters of "
+                  "the cta_group 2 pair (cluster_m 2, cluster_n 1); 0 = automatic",
+                  o->cluster_m, o->cluster_n, r.name);
+    if (o->tile_n != 0 && o->tile_n != int(kGroupedTileN))
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->tile_n = %d: the %s kernel's weight tile is 128 rows",
+                  o->tile_n, r.name);
+    if (o->mma_m != 0 && o->mma_m != r.mma_m)
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_m = %d: %s %s has M = %d", o->mma_m, r.name, r.mma,
+                  r.mma_m);
     if (o->mma_k != 0 && o->mma_k != 16)
-      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_k = %d: 16-bit wgmma has K = 16", o->mma_k);
-    if (o->tile_m != 0 && !is_tile_m(uint32_t(o->tile_m), out_bytes))
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_k = %d: 16-bit %s has K = 16", o->mma_k, r.mma);
+    if (o->tile_m != 0 && !r.tile_m_ok(uint32_t(o->tile_m), out_bytes))
       return fail(GGEMM_STATUS_INVALID_CONFIG,
                   "config->tile_m = %d: must be 16, 32, 64, 128%s for %s output", o->tile_m,
-                  out_bytes == 4 ? "" : " or 256", dtype_name(shape.c_dtype));
+                  r.max_tile_m(out_bytes) >= 256 ? " or 256" : "", dtype_name(shape.c_dtype));
     c.tile_m = o->tile_m ? uint32_t(o->tile_m) : 0;
-    if (c.tile_m && shape.epilogue == GGEMM_EPILOGUE_ACCUMULATE && !GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(c.tile_m))
+    if (c.cta_group == 2 && c.tile_m && c.tile_m < GGEMM_SM100_MIN_TILE_M(2))
       return fail(GGEMM_STATUS_INVALID_CONFIG,
-                  "config->tile_m = %d: the accumulate epilogue runs with tile_m up to 128 on sm_90a", o->tile_m);
-    if (o->mma_n != 0 && (c.tile_m ? int(c.tile_m) != o->mma_n : !is_tile_m(uint32_t(o->mma_n), out_bytes)))
-      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_n = %d: on sm_90a the wgmma N is tile_m (%d)",
-                  o->mma_n, o->tile_m);
+                  "config->tile_m = %d with cta_group 2: the pair splits the tokens, so tile_m is 32 or more",
+                  o->tile_m);
+    if (c.tile_m && shape.epilogue == GGEMM_EPILOGUE_ACCUMULATE && c.tile_m > r.max_tile_m_accumulate)
+      return fail(GGEMM_STATUS_INVALID_CONFIG,
+                  "config->tile_m = %d: the accumulate epilogue runs with tile_m up to %u on %s", o->tile_m,
+                  r.max_tile_m_accumulate, r.name);
+    if (o->mma_n != 0 && (c.tile_m ? int(c.tile_m) != o->mma_n : !r.tile_m_ok(uint32_t(o->mma_n), out_bytes)))
+      return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_n = %d: on %s the %s N is tile_m (%d)", o->mma_n,
+                  r.name, r.mma, o->tile_m);
     if (!c.tile_m && o->mma_n) c.tile_m = uint32_t(o->mma_n);
     for (int sw : {o->a_swizzle, o->b_swizzle})
       if (sw != 0 && sw != 32 && sw != 64 && sw != 128)
@@ -120,9 +177,9 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
                     sw == o->a_swizzle ? "a_swizzle" : "b_swizzle", sw);
     if (o->a_swizzle && o->b_swizzle && o->a_swizzle != o->b_swizzle)
       return fail(GGEMM_STATUS_INVALID_CONFIG,
-                  "config->a_swizzle = %d and b_swizzle = %d: both operands share tile_k on sm_90a, so the "
+                  "config->a_swizzle = %d and b_swizzle = %d: both operands share tile_k on %s, so the "
                   "swizzles must be equal",
-                  o->a_swizzle, o->b_swizzle);
+                  o->a_swizzle, o->b_swizzle, r.name);
     c.swizzle_bytes = uint32_t(o->a_swizzle ? o->a_swizzle : o->b_swizzle);
     if (o->tile_k != 0) {
       if (o->tile_k != 64 && o->tile_k != 32 && o->tile_k != 16)
@@ -137,21 +194,47 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
     if (!shape.transpose_b && c.swizzle_bytes && c.swizzle_bytes != 128)
       return fail(GGEMM_STATUS_INVALID_CONFIG,
                   "config->a_swizzle/b_swizzle/tile_k give a %u-byte swizzle: weights stored [E, K, N] "
-                  "(transpose_b = 0) need the 128-byte swizzle (tile_k 64) on sm_90a",
-                  c.swizzle_bytes);
+                  "(transpose_b = 0) need the 128-byte swizzle (tile_k 64) on %s",
+                  c.swizzle_bytes, r.name);
     if (o->stages < 0)
       return fail(GGEMM_STATUS_INVALID_CONFIG, "config->stages = %d: must be >= 0", o->stages);
     c.stages = uint32_t(o->stages);
   }
-  if (!c.tile_m) c.tile_m = auto_tile_m(shape, props.sm_count);
+  if (!c.tile_m) c.tile_m = std::max<uint32_t>(auto_tile_m(r, shape, props.sm_count), c.cta_group == 2 ? 32u : 16u);
   if (!c.swizzle_bytes) c.swizzle_bytes = auto_swizzle(shape);
+  *out = c;
+  return GGEMM_STATUS_SUCCESS;
+}
+
+// A pipeline needs a stage to fill while another is consumed.
+ggemm_status refuse_fit(const CommonChoice &c, const GroupedShape &shape, const DeviceProps &props, uint32_t fit) {
+  return fail(GGEMM_STATUS_INVALID_CONFIG,
+              "tile_m %u with %u-byte swizzle and %s output leaves room for %u pipeline stage(s) in %d bytes "
+              "of shared memory; at least 2 are needed",
+              c.tile_m, c.swizzle_bytes, dtype_name(shape.c_dtype), fit, props.smem_optin);
+}
+
+ggemm_status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &props) {
+  return fail(GGEMM_STATUS_INVALID_CONFIG,
+              "config->stages = %u: this config fits 2..%u stages in the device's %d bytes of opt-in shared "
+              "memory",
+              stages, fit, props.smem_optin);
+}
+
+}  // namespace
+
+ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &shape,
+                                const ggemm_config *o, Sm90Config *out) {
+  const uint32_t out_bytes = dtype_bytes(shape.c_dtype);
+  CommonChoice common;
+  GGEMM_TRY(choose_common(kSm90Rules, props, shape, o, &common));
+  Sm90Config c;
+  c.tile_m = common.tile_m;
+  c.swizzle_bytes = common.swizzle_bytes;
+  c.stages = common.stages;
 
   const uint32_t fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin));
-  if (fit < 2)
-    return fail(GGEMM_STATUS_INVALID_CONFIG,
-                "tile_m %u with %u-byte swizzle and %s output leaves room for %u pipeline stage(s) in %d bytes "
-                "of shared memory; at least 2 are needed",
-                c.tile_m, c.swizzle_bytes, dtype_name(shape.c_dtype), fit, props.smem_optin);
+  if (fit < 2) return refuse_fit(common, shape, props, fit);
   // Two epilogue buffers when the whole reduction still fits in the pipeline
   // with them (short K: LoRA, small hidden sizes): such calls are bound by
   // their output stores, and the second buffer overlaps staging the next
@@ -166,10 +249,30 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   } else if (c.stages == 0) {
     c.stages = fit;
   } else if (c.stages > fit || c.stages < 2) {
-    return fail(GGEMM_STATUS_INVALID_CONFIG,
-                "config->stages = %u: this config fits 2..%u stages in the device's %d bytes of opt-in shared "
-                "memory",
-                c.stages, fit, props.smem_optin);
+    return refuse_stages(c.stages, fit, props);
+  }
+  *out = c;
+  return GGEMM_STATUS_SUCCESS;
+}
+
+ggemm_status choose_sm100_config(const DeviceProps &props, const GroupedShape &shape,
+                                 const ggemm_config *o, Sm100Config *out) {
+  CommonChoice common;
+  GGEMM_TRY(choose_common(kSm100Rules, props, shape, o, &common));
+  Sm100Config c;
+  c.tile_m = common.tile_m;
+  c.swizzle_bytes = common.swizzle_bytes;
+  c.stages = common.stages;
+  c.cta_group = common.cta_group;
+  c.tile_n = sm100::kTileN * c.cta_group;
+  // The epilogue reads tensor memory and stores to global memory directly, so
+  // shared memory holds only the pipeline and barriers: every stage that fits.
+  const uint32_t fit = sm100::max_stages(c.tile_m, c.swizzle_bytes, uint32_t(props.smem_optin), c.cta_group);
+  if (fit < 2) return refuse_fit(common, shape, props, fit);
+  if (c.stages == 0) {
+    c.stages = fit;
+  } else if (c.stages > fit || c.stages < 2) {
+    return refuse_stages(c.stages, fit, props);
   }
   *out = c;
   return GGEMM_STATUS_SUCCESS;

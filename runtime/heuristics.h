@@ -1,5 +1,7 @@
-// Config choice for the sm_90a grouped GEMM: candidates filtered by commented
-// rules, and the validation of a caller's override.
+// Config choice for the grouped GEMM, one function per architecture (sm_90a,
+// sm_100a): candidates filtered by commented rules, and the validation of a
+// caller's override. Both share the automatic tile and swizzle rules and the
+// override checks; they differ in which tiles exist and how stages fit.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,6 +21,10 @@ struct GroupedShape {
   int64_t col_blocks = 0;  // 128-wide column tiles per row block; 0 = ceil(n / 128)
 };
 
+// Weight rows per tile on both architectures (the sm_90a tile of two m64
+// warpgroups, the sm_100a tcgen05.mma M); GroupedShape::col_blocks counts these.
+constexpr uint32_t kGroupedTileN = 128;
+
 struct Sm90Config {
   uint32_t tile_m = 0;         // tokens per tile (wgmma N)
   uint32_t tile_n = 128;       // features per tile (two m64 warpgroups)
@@ -34,6 +40,25 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
 
 // The kernel's entry-point name for a config (ptx/sm90/kernel_table.h).
 std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m);
+
+struct Sm100Config {
+  uint32_t tile_m = 0;         // tokens per tile (tcgen05.mma N)
+  uint32_t tile_n = 128;       // features per tile (tcgen05.mma M): 128 x cta_group
+  uint32_t swizzle_bytes = 0;  // 128, 64, 32; tile_k = swizzle_bytes / 2
+  uint32_t stages = 0;
+  uint32_t cta_group = 1;      // 2: a cluster of two CTAs shares each MMA (config override only)
+};
+
+// The same for sm_100a: every tile_m for every output dtype and epilogue;
+// cta_group 2 when the config asks for it (tile_m 32 or more); the automatic
+// choice is cta_group 1 until a Blackwell GPU can measure the difference.
+ggemm_status choose_sm100_config(const DeviceProps &props, const GroupedShape &shape,
+                                 const ggemm_config *override, Sm100Config *out);
+
+// The kernel's entry-point name for a config (ptx/sm100/kernel_table.h;
+// "_cta2" appended for cta_group 2).
+std::string sm100_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m,
+                              uint32_t cta_group = 1);
 
 uint32_t dtype_bytes(ggemm_dtype t);
 const char *dtype_name(ggemm_dtype t);

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "ptx/grouped_params.h"
+#include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/smem_layout.h"
 #include "runtime/debug.h"
 #include "runtime/heuristics.h"
@@ -22,48 +24,91 @@ CUtensorMapDataType tma_dtype(ggemm_dtype t) {
   return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
 }
 
-}  // namespace
+// What differs between the architectures' launches: the kernel, its block,
+// its shared memory and its config. Everything else (tensor maps, routing,
+// views, grid) is filled alike: both kernels take the same GroupedGemmParams.
+struct ArchKernel {
+  const char *arch = "";  // "sm_90a", "sm_100a"
+  std::string name;       // the entry point
+  uint32_t tile_m = 0, tile_n = 0, swizzle_bytes = 0, stages = 0;
+  uint32_t staging_buffers = 1;  // sm_90a's epilogue buffers; 1 (unused) on sm_100a
+  uint32_t threads = 0;
+  uint32_t smem_bytes = 0;      // dynamic shared memory
+  uint32_t out_box_tokens = 0;  // rows of the output views' TMA box
+  uint32_t cta_group = 1;       // sm_100a: 2 = clusters of two CTAs sharing each MMA
+  uint32_t tokens_box_rows = 0; // rows of the activations' TMA box: tile_m / cta_group
+};
 
-ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
-  const Driver &drv = dev.driver();
-  // Tiles may cross the splits when the segments only route outputs (no
-  // activation planes: LoRA shrink), so the shared activations are read once
-  // per tile instead of once per segment. Not with accumulate: its TMA load
-  // of the old outputs takes one segment's view per tile.
-  const bool splits = a.split0 != 0 || a.split1 != 0;
-  const bool span_segments = splits && !a.a_planes && a.epilogue != GGEMM_EPILOGUE_ACCUMULATE;
-  // Column blocks over all segments (each tiled from its own start), or over
-  // N when tiles span them.
-  const int64_t seg_end0 = splits && !span_segments ? a.split0 : a.n;
-  const int64_t seg_end1 = splits && !span_segments ? a.split1 : a.n;
-  auto blocks = [](int64_t width) { return (width + sm90::kTileN - 1) / sm90::kTileN; };
-  const int64_t col_blocks = blocks(seg_end0) + blocks(seg_end1 - seg_end0) + blocks(a.n - seg_end1);
-
-  const GroupedShape shape{a.in_dtype,   a.out_dtype,          a.m,        a.n, a.k, a.transpose_b,
-                           a.num_groups, a.max_rows_per_group, a.epilogue, col_blocks};
+ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, const GroupedLaunch &a, ArchKernel *k) {
   Sm90Config cfg;
-  GGEMM_TRY(choose_sm90_config(dev.props(), shape, a.config, &cfg));
-  const uint32_t tile_k = cfg.swizzle_bytes / 2;
-  const uint32_t in_bytes = dtype_bytes(a.in_dtype), out_bytes = dtype_bytes(a.out_dtype);
+  GGEMM_TRY(choose_sm90_config(props, shape, a.config, &cfg));
+  k->arch = "sm_90a";
+  k->name = sm90_kernel_name(a.in_dtype, a.out_dtype, a.transpose_b, cfg.tile_m);
+  k->tile_m = cfg.tile_m;
+  k->tile_n = cfg.tile_n;
+  k->swizzle_bytes = cfg.swizzle_bytes;
+  k->stages = cfg.stages;
+  k->staging_buffers = cfg.staging_buffers;
+  k->threads = sm90::kThreads;
+  k->smem_bytes = sm90::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(a.out_dtype), cfg.stages,
+                                         cfg.staging_buffers)
+                      .total_bytes();
+  k->out_box_tokens = sm90::sm90_epilogue_stage_tokens(cfg.tile_m);
+  k->tokens_box_rows = cfg.tile_m;
+  return GGEMM_STATUS_SUCCESS;
+}
 
+ggemm_status plan_sm100(const DeviceProps &props, const GroupedShape &shape, const GroupedLaunch &a, ArchKernel *k) {
+  Sm100Config cfg;
+  GGEMM_TRY(choose_sm100_config(props, shape, a.config, &cfg));
+  k->arch = "sm_100a";
+  k->name = sm100_kernel_name(a.in_dtype, a.out_dtype, a.transpose_b, cfg.tile_m, cfg.cta_group);
+  k->tile_m = cfg.tile_m;
+  k->tile_n = sm100::kTileN;  // each CTA's weight rows (and TMA box), whatever the cta_group
+  k->cta_group = cfg.cta_group;
+  k->tokens_box_rows = cfg.tile_m / cfg.cta_group;
+  k->swizzle_bytes = cfg.swizzle_bytes;
+  k->stages = cfg.stages;
+  k->staging_buffers = 1;
+  k->threads = sm100::kThreads;
+  // At least half the opt-in shared memory, so one CTA runs per SM: each
+  // allocates up to all 512 tensor-memory columns (two tile_m 256
+  // accumulators), and a second CTA on the SM would wait for the first to
+  // finish.
+  k->smem_bytes = std::max<uint32_t>(
+      sm100::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, cfg.stages, cfg.cta_group).total_bytes(),
+      uint32_t(props.smem_optin) / 2 + 1);
+  // The sm_100a epilogue stores from registers and never reads tmap_out; the
+  // maps are encoded as for sm_90a all the same, so the params mean one thing.
+  k->out_box_tokens = sm90::sm90_epilogue_stage_tokens(cfg.tile_m);
+  return GGEMM_STATUS_SUCCESS;
+}
+
+// The kernel parameters: tensor maps of the call's own pointers (never
+// cached), the output views, the routing arrays and the config.
+ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKernel &k, bool span_segments,
+                         GroupedGemmParams *out) {
+  const uint32_t tile_k = k.swizzle_bytes / 2;
+  const uint32_t in_bytes = dtype_bytes(a.in_dtype), out_bytes = dtype_bytes(a.out_dtype);
   GroupedGemmParams p{};
   GGEMM_TRY(encode_tensor_map(drv,
                               {"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 2,
-                               {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, cfg.tile_m, 0},
-                               tma_swizzle_for_bytes(cfg.swizzle_bytes)},
+                               {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, k.tokens_box_rows, 0},
+                               tma_swizzle_for_bytes(k.swizzle_bytes)},
                               &p.tmap_tokens));
   if (a.transpose_b) {
     GGEMM_TRY(encode_tensor_map(drv,
                                 {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
-                                 {uint64_t(a.k), uint64_t(a.n), uint64_t(a.num_experts)}, {tile_k, cfg.tile_n, 1},
-                                 tma_swizzle_for_bytes(cfg.swizzle_bytes)},
+                                 {uint64_t(a.k), uint64_t(a.n), uint64_t(a.num_experts)}, {tile_k, k.tile_n, 1},
+                                 tma_swizzle_for_bytes(k.swizzle_bytes)},
                                 &p.tmap_weights));
   } else {
-    // [E, K, N]: boxes of tile_k rows of K by 64 features (one 128-byte row).
+    // [E, K, N]: boxes of tile_k rows of K by one 128-byte row of features
+    // (64 of 16 bits), 128B-swizzled; a weight tile is two such boxes.
     GGEMM_TRY(encode_tensor_map(drv,
                                 {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
                                  {uint64_t(a.n), uint64_t(a.k), uint64_t(a.num_experts)},
-                                 {cfg.tile_n / sm90::kConsumerWarpgroups, tile_k, 1}, CU_TENSOR_MAP_SWIZZLE_128B},
+                                 {128 / in_bytes, tile_k, 1}, CU_TENSOR_MAP_SWIZZLE_128B},
                                 &p.tmap_weights));
   }
   static const char *const kViewNames[3] = {"output segment 0", "output segment 1", "output segment 2"};
@@ -72,7 +117,7 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
     GGEMM_TRY(encode_tensor_map(
         drv,
         {kViewNames[v], view.base, tma_dtype(a.out_dtype), out_bytes, 2, {uint64_t(view.width), uint64_t(view.rows), 0},
-         {128 / out_bytes, sm90::sm90_epilogue_stage_tokens(cfg.tile_m), 0}, CU_TENSOR_MAP_SWIZZLE_128B, uint64_t(view.ld)},
+         {128 / out_bytes, k.out_box_tokens, 0}, CU_TENSOR_MAP_SWIZZLE_128B, uint64_t(view.ld)},
         &p.tmap_out[v]));
     p.out[v] = OutputView{view.base, uint32_t(view.ld), uint32_t(view.col_offset)};
   }
@@ -92,45 +137,82 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   p.a_planes = a.a_planes ? 1 : 0;
   p.alpha = a.alpha;
   p.epilogue = uint32_t(a.epilogue);
-  p.stages = cfg.stages;
-  p.staging_buffers = cfg.staging_buffers;
-  p.swizzle_bytes = cfg.swizzle_bytes;
+  p.stages = k.stages;
+  p.staging_buffers = k.staging_buffers;
+  p.swizzle_bytes = k.swizzle_bytes;
+  *out = p;
+  return GGEMM_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
+  const Driver &drv = dev.driver();
+  // Tiles may cross the splits when the segments only route outputs (no
+  // activation planes: LoRA shrink), so the shared activations are read once
+  // per tile instead of once per segment. Not with accumulate: its TMA load
+  // of the old outputs takes one segment's view per tile.
+  const bool splits = a.split0 != 0 || a.split1 != 0;
+  const bool span_segments = splits && !a.a_planes && a.epilogue != GGEMM_EPILOGUE_ACCUMULATE;
+  // Column blocks over all segments (each tiled from its own start), or over
+  // N when tiles span them.
+  const int64_t seg_end0 = splits && !span_segments ? a.split0 : a.n;
+  const int64_t seg_end1 = splits && !span_segments ? a.split1 : a.n;
+  auto blocks = [](int64_t width) { return (width + kGroupedTileN - 1) / kGroupedTileN; };
+  const int64_t col_blocks = blocks(seg_end0) + blocks(seg_end1 - seg_end0) + blocks(a.n - seg_end1);
+
+  const GroupedShape shape{a.in_dtype,   a.out_dtype,          a.m,        a.n, a.k, a.transpose_b,
+                           a.num_groups, a.max_rows_per_group, a.epilogue, col_blocks};
+  ArchKernel k;
+  switch (dev.arch()) {
+    case Arch::kSm90a: GGEMM_TRY(plan_sm90(dev.props(), shape, a, &k)); break;
+    case Arch::kSm100a: GGEMM_TRY(plan_sm100(dev.props(), shape, a, &k)); break;
+  }
+  GroupedGemmParams p;
+  GGEMM_TRY(fill_params(drv, a, k, span_segments, &p));
 
   // Persistent grid: one CTA per SM, fewer when the host's bound on the
   // tile count (from max_rows_per_group) is smaller. The device-side counts
   // decide the actual work; an underestimate only costs parallelism.
   const int64_t rows = a.max_rows_per_group > 0 ? std::min<int64_t>(a.max_rows_per_group, a.m) : a.m;
-  const int64_t row_blocks_per_group = (rows + cfg.tile_m - 1) / cfg.tile_m;
+  const int64_t row_blocks_per_group = (rows + k.tile_m - 1) / k.tile_m;
   const int64_t row_blocks = std::min<int64_t>(a.num_groups * row_blocks_per_group,
-                                               (a.m + cfg.tile_m - 1) / cfg.tile_m + a.num_groups);
-  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(dev.props().sm_count, row_blocks * col_blocks));
+                                               (a.m + k.tile_m - 1) / k.tile_m + a.num_groups);
+  // With cta_group 2 the pairs walk tiles of 256 weight rows, so the grid
+  // is twice the pair bound, in whole pairs.
+  const int64_t pair_col_blocks = k.cta_group == 2 ? (col_blocks + 1) / 2 + 2 : col_blocks;  // + 2: segment ends
+  const int64_t clusters = std::max<int64_t>(
+      1, std::min<int64_t>(dev.props().sm_count / k.cta_group, row_blocks * pair_col_blocks));
+  const int64_t grid = clusters * k.cta_group;
 
-  const sm90::SmemLayout layout =
-      sm90::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, out_bytes, cfg.stages, cfg.staging_buffers);
-  const std::string name = sm90_kernel_name(a.in_dtype, a.out_dtype, a.transpose_b, cfg.tile_m);
   CUkernel kernel = nullptr;
-  GGEMM_TRY(dev.kernel(name, &kernel));
+  GGEMM_TRY(dev.kernel(k.name, &kernel));
 
   if (debug_enabled()) {
     std::fprintf(stderr,
                  "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | "
-                 "kernel %s | tile %ux%ux%u stages %u swizzle %uB staging x%u | grid %lld x %u threads, %u B smem\n",
+                 "%s kernel %s | tile %ux%ux%u stages %u swizzle %uB staging x%u | grid %lld x %u threads, "
+                 "%u B smem\n",
                  a.op, (long long)a.m, (long long)a.n, (long long)a.k, (long long)a.num_experts,
                  (long long)a.num_groups, dtype_name(a.in_dtype), dtype_name(a.out_dtype),
                  a.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)a.split0, (long long)a.split1,
-                 a.a_planes ? " planes" : "", name.c_str(), cfg.tile_m, cfg.tile_n, tile_k, cfg.stages,
-                 cfg.swizzle_bytes, cfg.staging_buffers, (long long)grid, sm90::kThreads, layout.total_bytes());
+                 a.a_planes ? " planes" : "", k.arch, k.name.c_str(), k.tile_m, k.tile_n, k.swizzle_bytes / 2,
+                 k.stages, k.swizzle_bytes, k.staging_buffers, (long long)grid, k.threads, k.smem_bytes);
   }
 
   CUlaunchConfig lc{};
   lc.gridDimX = uint32_t(grid);
   lc.gridDimY = lc.gridDimZ = 1;
-  lc.blockDimX = sm90::kThreads;
+  lc.blockDimX = k.threads;
   lc.blockDimY = lc.blockDimZ = 1;
-  lc.sharedMemBytes = layout.total_bytes();
+  lc.sharedMemBytes = k.smem_bytes;
   lc.hStream = stream;
-  lc.attrs = nullptr;
-  lc.numAttrs = 0;
+  CUlaunchAttribute cluster{};
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = k.cta_group;
+  cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+  lc.attrs = k.cta_group == 2 ? &cluster : nullptr;
+  lc.numAttrs = k.cta_group == 2 ? 1 : 0;
   void *params[] = {&p};
   Device::ScopedContext ctx(dev);
   GGEMM_TRY(ctx.status());

@@ -10,7 +10,7 @@ if grep -q '\[  SKIPPED \]' <<<"$out"; then
 fi
 fail=0
 for want in '\[ggemm\]   tensor map activations' '\[ggemm\]   tensor map weights' \
-            '\[ggemm\]   tensor map output segment 2' '\[ggemm\] grouped_matmul m=' 'kernel ggemm_sm90_grouped_' 'grid '; do
+            '\[ggemm\]   tensor map output segment 2' '\[ggemm\] grouped_matmul m=' 'sm_[0-9]*a kernel ggemm_sm[0-9]*_grouped_' 'grid '; do
   grep -q "$want" <<<"$out" || { echo "FAIL: no line matching '$want'"; fail=1; }
 done
 grep '\[ggemm\]' <<<"$out" | head -8

@@ -128,6 +128,31 @@ TEST(UmmaSmemDesc, KMajorDescriptorsDecodeBack) {
   EXPECT_EQ(make_kmajor_desc(1024 + 32, 128) - make_kmajor_desc(1024, 128), uint64_t(2));
 }
 
+// The sm_100a kernel's MN-major weights ([E, K, N] storage): two boxes of
+// [tile_k k-rows][64 features], 128B swizzle (9.7.16.3.1.1, MN-major
+// canonical layouts: LBO = MN-atom stride, SBO = 8-row k-group stride).
+TEST(UmmaSmemDesc, MNMajorDescriptorsDecodeBack) {
+  for (uint32_t box_stride : {64u * 128u, 32u * 128u, 16u * 128u}) {  // tile_k 64, 32, 16
+    for (uint32_t addr : {0u, 1024u, 0x8000u}) {
+      SCOPED_TRACE(::testing::Message() << "box stride " << box_stride << ", address " << addr);
+      const SmemFields d = decode_smem(make_mnmajor_sw128_desc(addr, box_stride));
+      EXPECT_EQ(d.start, addr >> 4);
+      EXPECT_EQ(d.lbo, box_stride >> 4);
+      EXPECT_EQ(d.sbo, 1024u >> 4);
+      EXPECT_EQ(d.fixed_46_48, 1u);
+      EXPECT_EQ(d.base, 0u);
+      EXPECT_EQ(d.lbo_mode, 0u);
+      EXPECT_EQ(d.swizzle, 2u);  // 128B
+      EXPECT_EQ(d.reserved, 0u);
+    }
+  }
+  // make_mnmajor_sw128_desc(0x800, 8192): start 0x80; LBO 8192 >> 4 = 0x200,
+  // << 16 -> 0x0200'0000; SBO 0x40 << 32; bit 46; swizzle 2 << 61.
+  EXPECT_EQ(make_mnmajor_sw128_desc(0x800, 8192), 0x4000404002000080ull);
+  // A K step of 16 elements = 16 rows of 128 bytes: start advances 2048 >> 4.
+  EXPECT_EQ(make_mnmajor_sw128_desc(0x800 + 2048, 8192) - make_mnmajor_sw128_desc(0x800, 8192), uint64_t(128));
+}
+
 TEST(UmmaSmemDesc, HandComputedConstants) {
   // make_kmajor_desc(0x400, 128):
   //   start   0x400 >> 4 = 0x40              -> 0x0000'0000'0000'0040

@@ -1,17 +1,23 @@
-// Stage selection from shared memory, the sm_90a config rules (automatic
-// choices and every refused override), and the agreement between the
-// runtime's kernel names and the one kernel table.
+// Stage selection from shared memory, the sm_90a and sm_100a config rules
+// (automatic choices and every refused override), the agreement between the
+// runtime's kernel names and each architecture's kernel table, and which
+// devices get which kernels.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ggemm.h"
+#include "ptx/sm100/kernel_table.h"
+#include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/kernel_table.h"
 #include "ptx/sm90/smem_layout.h"
+#include "runtime/device.h"
 #include "runtime/heuristics.h"
 #include "runtime/status.h"
 
@@ -467,6 +473,391 @@ TEST(Sm90KernelNames, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) {
   for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no accepted config reaches: " << n;
   // 2 operand dtypes x 2 layouts x (5 + 5 + 4 tile_m over bf16/fp16/fp32 out).
   EXPECT_EQ(table.size(), 56u);
+}
+
+
+// ---- (d) sm_100a: stages, config choice, kernel names ----------------------------
+
+// Written from the documented layout (ptx/sm100/smem_layout.h), not from its
+// code: per stage a 128-row weight tile and a tile_m-row token tile, each row
+// one swizzle span, plus two 8-byte barriers (full, empty); once, two 8-byte
+// barriers per tensor-memory accumulator (acc_full, acc_empty; two
+// accumulators), 16 bytes for the address tcgen05.alloc writes, and 1024
+// bytes to align the dynamic base. No epilogue staging: the epilogue stores
+// from registers.
+uint64_t sm100_bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle) {
+  return stages * (128 * swizzle + tile_m * swizzle + 16) + 2 * 16 + 16 + 1024;
+}
+
+uint32_t sm100_expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t smem) {
+  uint32_t s = 0;
+  while (s < sm100::kMaxStages && sm100_bytes_for(s + 1, tile_m, swizzle) <= smem) ++s;
+  return s;
+}
+
+TEST(Sm100MaxStages, MatchesTheDocumentedLayout) {
+  bool saw_cap = false, saw_zero = false;
+  for (uint32_t smem : kSmemSizes)
+    for (uint32_t tile_m : kTileMs)
+      for (uint32_t sw : kSwizzles) {
+        SCOPED_TRACE(::testing::Message() << "smem " << smem << ", tile_m " << tile_m << ", swizzle " << sw);
+        const uint32_t s = sm100::max_stages(tile_m, sw, smem);
+        EXPECT_EQ(s, sm100_expected_stages(tile_m, sw, smem));
+        EXPECT_LE(s, sm100::kMaxStages);
+        saw_cap |= s == sm100::kMaxStages;
+        saw_zero |= s == 0;
+        if (s > 0) {
+          // The layout the kernel builds with that count fits, byte for byte as documented ...
+          EXPECT_LE(sm100::make_smem_layout(tile_m, sw, s).total_bytes(), smem);
+          EXPECT_EQ(sm100::make_smem_layout(tile_m, sw, s).total_bytes(), sm100_bytes_for(s, tile_m, sw));
+        }
+        // ... and one more stage would not, unless the cap stopped it.
+        if (s < sm100::kMaxStages) EXPECT_GT(sm100::make_smem_layout(tile_m, sw, s + 1).total_bytes(), smem);
+      }
+  EXPECT_TRUE(saw_cap);
+  EXPECT_TRUE(saw_zero);
+}
+
+TEST(Sm100MaxStages, MonotoneInSharedMemory) {
+  for (uint32_t tile_m : kTileMs)
+    for (uint32_t sw : kSwizzles) {
+      uint32_t prev = 0;
+      for (uint32_t smem = 0; smem <= 262144; smem += 1024) {
+        const uint32_t s = sm100::max_stages(tile_m, sw, smem);
+        ASSERT_GE(s, prev) << "tile_m " << tile_m << ", swizzle " << sw << ", smem " << smem;
+        prev = s;
+      }
+    }
+}
+
+TEST(Sm100MaxStages, KnownB200Values) {
+  // Hand-computed on 232448 bytes (the B200's opt-in shared memory, as the
+  // H200's): tile_m 128, 128B swizzle: per stage 16384 + 16384 + 16 = 32784;
+  // fixed 32 + 16 + 1024 = 1072; (232448 - 1072) / 32784 = 7.06 -> 7 (one
+  // more than sm_90a, which stages its epilogue in shared memory).
+  EXPECT_EQ(sm100::max_stages(128, 128, 232448), 7u);
+  // tile_m 256: 16384 + 32768 + 16 = 49168 per stage -> 4.
+  EXPECT_EQ(sm100::max_stages(256, 128, 232448), 4u);
+  // tile_m 16, 32B swizzle: 4096 + 512 + 16 = 4624 per stage -> 50, capped.
+  EXPECT_EQ(sm100::max_stages(16, 32, 232448), sm100::kMaxStages);
+  // One byte short of a single stage.
+  const uint32_t one = uint32_t(sm100_bytes_for(1, 256, 128));
+  EXPECT_EQ(sm100::max_stages(256, 128, one - 1), 0u);
+  EXPECT_EQ(sm100::max_stages(256, 128, one), 1u);
+}
+
+DeviceProps b200() {
+  DeviceProps p;
+  p.ordinal = 0;
+  p.cc_major = 10;
+  p.cc_minor = 0;
+  p.sm_count = 148;
+  p.smem_optin = 232448;
+  return p;
+}
+
+TEST(ChooseSm100Config, TileM256ForEveryOutputAndEpilogue) {
+  // Average group of 256 rows or more: 256, also for fp32 output and the
+  // accumulate epilogue (sm_90a stops at 128 for both).
+  for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
+    for (ggemm_epilogue ep : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE}) {
+      GroupedShape big = shape(4096, 4096, true, out);
+      big.m = 64 * 256;
+      big.epilogue = ep;
+      Sm100Config cfg;
+      ASSERT_EQ(choose_sm100_config(b200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+      EXPECT_EQ(cfg.tile_m, 256u) << dtype_name(out) << ", epilogue " << ep;
+      // 255-row average: 128, as on sm_90a.
+      big.m = 64 * 255;
+      ASSERT_EQ(choose_sm100_config(b200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+      EXPECT_EQ(cfg.tile_m, 128u) << dtype_name(out) << ", epilogue " << ep;
+    }
+}
+
+TEST(ChooseSm100Config, TileMAndSwizzleFollowTheSm90Rules) {
+  const struct {
+    int64_t rows;
+    uint32_t tile_m;
+  } cases[] = {{1, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}, {65, 128}, {4096, 128}};
+  for (const auto &c : cases) {
+    Sm100Config cfg;
+    ASSERT_EQ(choose_sm100_config(b200(), shape(c.rows), nullptr, &cfg), GGEMM_STATUS_SUCCESS)
+        << ggemm_last_error_message();
+    EXPECT_EQ(cfg.tile_m, c.tile_m) << "max_rows_per_group " << c.rows;
+    EXPECT_EQ(cfg.tile_n, 128u);
+  }
+  for (int64_t k : {8, 16, 24, 32, 40, 7168}) {
+    Sm100Config cfg;
+    ASSERT_EQ(choose_sm100_config(b200(), shape(4096, k, true), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    EXPECT_EQ(cfg.swizzle_bytes, k <= 16 ? 32u : k <= 32 ? 64u : 128u) << "K-major, k " << k;
+    ASSERT_EQ(choose_sm100_config(b200(), shape(4096, k, false), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    EXPECT_EQ(cfg.swizzle_bytes, 128u) << "MN-major, k " << k;
+  }
+  // Narrow outputs (LoRA shrink): tile_m halves until three quarters of the
+  // 148 SMs (111) get a tile.
+  GroupedShape s = shape(512);
+  s.m = 4096;
+  s.num_groups = 8;
+  const struct {
+    int64_t col_blocks;
+    uint32_t tile_m;
+  } narrow[] = {{1, 32}, {2, 64}, {3, 64}, {32, 256}};
+  for (const auto &c : narrow) {
+    s.col_blocks = c.col_blocks;
+    Sm100Config cfg;
+    ASSERT_EQ(choose_sm100_config(b200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    EXPECT_EQ(cfg.tile_m, c.tile_m) << c.col_blocks << " column tiles";
+  }
+}
+
+TEST(ChooseSm100Config, AutomaticStagesFillSharedMemory) {
+  for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
+    for (int64_t rows : {1, 20, 50, 500})
+      for (int64_t k : {16, 32, 512}) {
+        Sm100Config cfg;
+        ASSERT_EQ(choose_sm100_config(b200(), shape(rows, k, true, out), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+        // Every stage that fits whatever K and the output dtype: no epilogue
+        // buffers compete for the memory.
+        EXPECT_EQ(cfg.stages, sm100_expected_stages(cfg.tile_m, cfg.swizzle_bytes, 232448))
+            << "rows " << rows << ", k " << k << ", out " << dtype_name(out);
+        EXPECT_GE(cfg.stages, 2u);
+      }
+}
+
+void expect_refused_sm100(const ggemm_config &o, const GroupedShape &s, ggemm_status status,
+                          std::vector<std::string> names, const DeviceProps &props = b200()) {
+  clear_error();
+  Sm100Config cfg;
+  EXPECT_EQ(choose_sm100_config(props, s, &o, &cfg), status);
+  const std::string msg = ggemm_last_error_message();
+  for (const std::string &n : names)
+    EXPECT_NE(msg.find(n), std::string::npos) << "message \"" << msg << "\" lacks \"" << n << "\"";
+}
+
+// cta_group 2 (a cluster of two CTAs sharing each MMA) on request: the pair
+// walks 256 weight rows, each CTA holds half the tokens, so tile_m starts at
+// 32 and stages count half a token tile per CTA.
+TEST(ChooseSm100Config, CtaGroup2OnRequest) {
+  ggemm_config o = blank_config();
+  o.cta_group = 2;
+  Sm100Config cfg;
+  ASSERT_EQ(choose_sm100_config(b200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.cta_group, 2u);
+  EXPECT_EQ(cfg.tile_n, 256u);
+  EXPECT_EQ(cfg.stages, sm100::max_stages(cfg.tile_m, cfg.swizzle_bytes, 232448, 2));
+  // The automatic tile_m never goes below 32 with cta_group 2 (a 10-row call
+  // would get 16 with cta_group 1).
+  GroupedShape small = shape(0);
+  small.m = 10;
+  ASSERT_EQ(choose_sm100_config(b200(), small, &o, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 32u);
+  o.cta_group = 0;
+  ASSERT_EQ(choose_sm100_config(b200(), small, &o, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 16u);
+  EXPECT_EQ(cfg.cta_group, 1u);
+  // cluster_m 2 goes with cta_group 2 only.
+  o.cta_group = 2;
+  o.cluster_m = 2;
+  EXPECT_EQ(choose_sm100_config(b200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  o.cta_group = 1;
+  expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cluster_m/cluster_n = 2/0"});
+  // tile_m 16 cannot be split between the pair.
+  o = blank_config();
+  o.cta_group = 2;
+  o.tile_m = 16;
+  expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->tile_m = 16 with cta_group 2"});
+  o.tile_m = 0;
+  o.cta_group = 3;
+  expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cta_group = 3"});
+}
+
+TEST(ChooseSm100Config, RefusesWhatSm90Refuses) {
+  // The override checks both architectures share, each with the field named.
+  struct Case {
+    void (*set)(ggemm_config &);
+    bool transpose_b;
+    ggemm_status status;
+    std::vector<std::string> names;
+  };
+  const Case cases[] = {
+      {[](ggemm_config &o) { o.struct_size -= 4; }, true, GGEMM_STATUS_INVALID_VALUE, {"struct_size"}},
+      {[](ggemm_config &o) { o.cluster_m = 2; }, true, GGEMM_STATUS_INVALID_CONFIG, {"cluster_m", "sm_100a"}},
+      {[](ggemm_config &o) { o.cluster_n = 2; }, true, GGEMM_STATUS_INVALID_CONFIG, {"cluster_n"}},
+      {[](ggemm_config &o) { o.tile_n = 64; }, true, GGEMM_STATUS_INVALID_CONFIG, {"tile_n"}},
+      // The tcgen05.mma M is the 128 weight rows (cta_group 1), not wgmma's 64.
+      {[](ggemm_config &o) { o.mma_m = 64; }, true, GGEMM_STATUS_INVALID_CONFIG, {"mma_m", "tcgen05.mma", "128"}},
+      {[](ggemm_config &o) { o.mma_k = 32; }, true, GGEMM_STATUS_INVALID_CONFIG, {"mma_k"}},
+      {[](ggemm_config &o) { o.tile_m = 48; }, true, GGEMM_STATUS_INVALID_CONFIG, {"tile_m"}},
+      {[](ggemm_config &o) { o.tile_m = 512; }, true, GGEMM_STATUS_INVALID_CONFIG, {"tile_m"}},
+      {[](ggemm_config &o) { o.tile_m = 64, o.mma_n = 32; }, true, GGEMM_STATUS_INVALID_CONFIG, {"mma_n"}},
+      {[](ggemm_config &o) { o.a_swizzle = 96; }, true, GGEMM_STATUS_INVALID_CONFIG, {"a_swizzle"}},
+      {[](ggemm_config &o) { o.b_swizzle = 96; }, true, GGEMM_STATUS_INVALID_CONFIG, {"b_swizzle"}},
+      {[](ggemm_config &o) { o.a_swizzle = 128, o.b_swizzle = 64; }, true, GGEMM_STATUS_INVALID_CONFIG,
+       {"a_swizzle", "b_swizzle"}},
+      {[](ggemm_config &o) { o.tile_k = 48; }, true, GGEMM_STATUS_INVALID_CONFIG, {"tile_k"}},
+      {[](ggemm_config &o) { o.tile_k = 32, o.a_swizzle = 128; }, true, GGEMM_STATUS_INVALID_CONFIG, {"tile_k"}},
+      {[](ggemm_config &o) { o.a_swizzle = 64; }, false, GGEMM_STATUS_INVALID_CONFIG,
+       {"config->a_swizzle", "transpose_b"}},
+      {[](ggemm_config &o) { o.stages = -1; }, true, GGEMM_STATUS_INVALID_CONFIG, {"stages"}},
+      {[](ggemm_config &o) { o.stages = 1; }, true, GGEMM_STATUS_INVALID_CONFIG, {"stages"}},
+      // One more than fits for the automatic tile (128) and swizzle (128).
+      {[](ggemm_config &o) { o.stages = int(sm100::max_stages(128, 128, 232448)) + 1; }, true,
+       GGEMM_STATUS_INVALID_CONFIG, {"stages"}},
+  };
+  for (const Case &c : cases) {
+    ggemm_config o = blank_config();
+    c.set(o);
+    SCOPED_TRACE(::testing::Message() << "expecting a refusal naming " << c.names[0]);
+    expect_refused_sm100(o, shape(4096, 4096, c.transpose_b), c.status, c.names);
+  }
+  // A device with too little shared memory for two stages of the tile:
+  // refused, not launched with one stage.
+  DeviceProps small = b200();
+  small.smem_optin = 49152;
+  ggemm_config o = blank_config();
+  o.tile_m = 256;
+  expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"tile_m 256", "at least 2"}, small);
+}
+
+TEST(ChooseSm100Config, HonoursValidOverridesExactly) {
+  struct Case {
+    int tile_m, tile_k, a_swizzle, b_swizzle, mma_n, stages;
+    bool transpose_b;
+    ggemm_dtype out;
+    ggemm_epilogue epilogue;
+    Sm100Config want;  // tile_m, tile_n, swizzle_bytes, stages (0: as many as fit)
+  };
+  const Case cases[] = {
+      {64, 0, 64, 0, 0, 3, true, GGEMM_DTYPE_BF16, GGEMM_EPILOGUE_STORE, {64, 128, 64, 3}},
+      {0, 32, 0, 0, 32, 2, true, GGEMM_DTYPE_FP16, GGEMM_EPILOGUE_STORE, {32, 128, 64, 2}},
+      // 256 with fp32 output and with accumulate: refused on sm_90a, fine here.
+      {256, 64, 128, 128, 256, 3, true, GGEMM_DTYPE_FP32, GGEMM_EPILOGUE_STORE, {256, 128, 128, 3}},
+      {256, 0, 0, 0, 0, 0, true, GGEMM_DTYPE_BF16, GGEMM_EPILOGUE_ACCUMULATE, {256, 128, 128, 0}},
+      {16, 16, 32, 32, 16, 0, true, GGEMM_DTYPE_FP32, GGEMM_EPILOGUE_ROW_SCALE, {16, 128, 32, 0}},
+      {128, 0, 0, 128, 0, 7, false, GGEMM_DTYPE_FP32, GGEMM_EPILOGUE_STORE, {128, 128, 128, 7}},
+  };
+  for (const Case &c : cases) {
+    ggemm_config o = blank_config();
+    o.tile_m = c.tile_m;
+    o.tile_k = c.tile_k;
+    o.a_swizzle = c.a_swizzle;
+    o.b_swizzle = c.b_swizzle;
+    o.mma_n = c.mma_n;
+    o.stages = c.stages;
+    // Fields at the only value sm_100a has (cta_group 1) are accepted as well as 0.
+    o.tile_n = 128;
+    o.mma_m = 128;
+    o.mma_k = 16;
+    o.cluster_m = o.cluster_n = 1;
+    o.cta_group = 1;
+    GroupedShape s = shape(4096, 4096, c.transpose_b, c.out);
+    s.epilogue = c.epilogue;
+    Sm100Config cfg;
+    ASSERT_EQ(choose_sm100_config(b200(), s, &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    EXPECT_EQ(cfg.tile_m, c.want.tile_m);
+    EXPECT_EQ(cfg.tile_n, c.want.tile_n);
+    EXPECT_EQ(cfg.swizzle_bytes, c.want.swizzle_bytes);
+    EXPECT_EQ(cfg.stages, c.want.stages ? c.want.stages
+                                        : sm100_expected_stages(c.want.tile_m, c.want.swizzle_bytes, 232448));
+  }
+}
+
+// Every entry of ptx/sm100/kernel_table.h, with its cta_group. Only the
+// name, tile_m and cta_group tokens are used (no CUDA header needed).
+#define GGEMM_TEST_COLLECT_SM100(E, EN, O, ON, L, LN, TM, CG, SUFFIX)                                 \
+  names.emplace("ggemm_sm100_grouped_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_" GGEMM_TEST_STR(LN) "_m" \
+                    GGEMM_TEST_STR(TM) GGEMM_TEST_STR(SUFFIX),                                            \
+                CG);
+
+std::map<std::string, int> sm100_table_names() {
+  std::map<std::string, int> names;
+  GGEMM_SM100_KERNELS(GGEMM_TEST_COLLECT_SM100)
+  return names;
+}
+
+TEST(Sm100KernelNames, EveryAcceptedConfigHasAKernelAndEveryKernelIsReachable) {
+  const std::map<std::string, int> table = sm100_table_names();
+  ASSERT_FALSE(table.empty());
+  std::set<std::string> reached;
+  for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
+    for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
+      for (bool transpose_b : {true, false})
+        for (ggemm_epilogue ep : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE})
+          for (int cta_group : {0, 1, 2})
+            for (int tile_m : {0, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512}) {
+              GroupedShape s = shape(4096, 4096, transpose_b, c);
+              s.a_dtype = a;
+              s.epilogue = ep;
+              ggemm_config o = blank_config();
+              o.tile_m = tile_m;
+              o.cta_group = cta_group;
+              Sm100Config cfg;
+              if (choose_sm100_config(b200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
+              EXPECT_EQ(cfg.cta_group, cta_group == 2 ? 2u : 1u);
+              const std::string name = sm100_kernel_name(a, c, transpose_b, cfg.tile_m, cfg.cta_group);
+              const auto it = table.find(name);
+              EXPECT_TRUE(it != table.end()) << "config accepted but no kernel: " << name;
+              if (it != table.end()) EXPECT_EQ(it->second, int(cfg.cta_group)) << name;
+              const std::string want = std::string("ggemm_sm100_grouped_") + label(a) + "_" + label(c) + "_" +
+                                       (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m) +
+                                       (cfg.cta_group == 2 ? "_cta2" : "");
+              EXPECT_EQ(name, want);
+              reached.insert(name);
+            }
+  for (const auto &entry : table)
+    EXPECT_EQ(reached.count(entry.first), 1u) << "kernel no accepted config reaches: " << entry.first;
+  // 2 operand dtypes x 3 output dtypes x 2 layouts x (5 tile_m with
+  // cta_group 1 + 4 with cta_group 2).
+  EXPECT_EQ(table.size(), 108u);
+  EXPECT_EQ(reached.size(), 108u);
+  // The suffix the table gives cta_group 2 kernels, as the runtime builds it.
+  EXPECT_EQ(sm100_kernel_name(GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true, 128, 2),
+            "ggemm_sm100_grouped_bf16_bf16_kmajor_m128_cta2");
+  for (const auto &entry : table)
+    if (entry.second == 2) EXPECT_EQ(entry.first.substr(entry.first.size() - 5), "_cta2");
+}
+
+// ---- (e) devices and the embedded fatbins ------------------------------------------
+
+TEST(DeviceArch, OnlyComputeCapability90And100HaveKernels) {
+  Arch arch = Arch::kSm90a;
+  ASSERT_TRUE(arch_for_compute_capability(9, 0, &arch));
+  EXPECT_EQ(arch, Arch::kSm90a);
+  ASSERT_TRUE(arch_for_compute_capability(10, 0, &arch));
+  EXPECT_EQ(arch, Arch::kSm100a);
+  // 'a' code runs on its own compute capability only: not on B300 (10.3),
+  // Thor (11.0), RTX Blackwell (12.0), nor on Ampere or Ada.
+  for (auto cc : {std::pair<int, int>{8, 0}, {8, 6}, {8, 9}, {9, 1}, {10, 1}, {10, 3}, {11, 0}, {12, 0}, {12, 1}})
+    EXPECT_FALSE(arch_for_compute_capability(cc.first, cc.second, &arch)) << cc.first << "." << cc.second;
+  EXPECT_EQ(arch_number(Arch::kSm90a), 90u);
+  EXPECT_EQ(arch_number(Arch::kSm100a), 100u);
+  EXPECT_STREQ(arch_name(Arch::kSm90a), "sm_90a");
+  EXPECT_STREQ(arch_name(Arch::kSm100a), "sm_100a");
+}
+
+}  // namespace
+}  // namespace ggemm
+
+// The fatbin table libggemm embeds (cmake/fatbins.S.in); the internal tests
+// link the same objects.
+extern "C" const void *const ggemm_fatbin_table[];
+extern "C" const uint32_t ggemm_fatbin_arch[];
+extern "C" const uint32_t ggemm_fatbin_count;
+
+namespace ggemm {
+namespace {
+
+TEST(EmbeddedFatbins, EachArchitectureHasItsOwnFatbins) {
+  // One fatbin per operand dtype per architecture, each tagged with the one
+  // architecture it holds, so a device loads only its own.
+  std::map<uint32_t, int> per_arch;
+  for (uint32_t i = 0; i < ggemm_fatbin_count; ++i) {
+    EXPECT_NE(ggemm_fatbin_table[i], nullptr);
+    ++per_arch[ggemm_fatbin_arch[i]];
+  }
+  EXPECT_EQ(per_arch.size(), 2u);
+  EXPECT_EQ(per_arch[arch_number(Arch::kSm90a)], 2);
+  EXPECT_EQ(per_arch[arch_number(Arch::kSm100a)], 2);
 }
 
 }  // namespace

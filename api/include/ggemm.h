@@ -90,7 +90,8 @@ typedef enum ggemm_status GGEMM_ENUM_BASE {
   GGEMM_STATUS_DRIVER_NOT_FOUND = 9,
   /* The driver is there but no device with the given ordinal is. */
   GGEMM_STATUS_NO_DEVICE = 10,
-  /* The device is not one ggemm has kernels for (sm_90 and sm_100 only). */
+  /* The device is not one ggemm has kernels for: compute capability 9.0
+     (sm_90a: H100, H200) and 10.0 (sm_100a: B200, GB200) only. */
   GGEMM_STATUS_UNSUPPORTED_DEVICE = 11,
   /* A driver call failed; the message holds the driver's error name. */
   GGEMM_STATUS_DRIVER_ERROR = 12,
@@ -132,15 +133,19 @@ typedef enum ggemm_epilogue GGEMM_ENUM_BASE {
  */
 typedef struct ggemm_config {
   size_t struct_size; /* sizeof(ggemm_config) */
-  int tile_n;         /* sm_90a: 128 */
-  int tile_m;         /* sm_90a: 16, 32, 64, 128 or 256 */
+  int tile_n;         /* 128 */
+  int tile_m;         /* 16, 32, 64, 128 or 256 (sm_90a: 256 not with fp32
+                         output nor the accumulate epilogue) */
   int tile_k;         /* must equal swizzle bytes / 2 (64, 32 or 16) */
-  int mma_m;          /* sm_90a: 64 (each consumer warpgroup's wgmma M) */
-  int mma_n;          /* sm_90a: equal to tile_m */
-  int mma_k;          /* sm_90a: 16 */
-  int cluster_m;      /* sm_90a: 1 */
-  int cluster_n;      /* sm_90a: 1 */
-  int cta_group;      /* 1, or 2 on sm_100a only */
+  int mma_m;          /* sm_90a: 64 (each consumer warpgroup's wgmma M);
+                         sm_100a: 128 (tcgen05.mma M) */
+  int mma_n;          /* equal to tile_m */
+  int mma_k;          /* 16 */
+  int cluster_m;      /* 1; 2 with cta_group 2 (implied by it) */
+  int cluster_n;      /* 1 */
+  int cta_group;      /* 1; 2 (a cluster of two SMs sharing each MMA over 256
+                         weight rows, tile_m 32 or more) is sm_100a only;
+                         automatic = 1 */
   int stages;         /* pipeline depth; 0 = as many as shared memory holds */
   int a_swizzle;      /* bytes: 128, 64 or 32 (activations) */
   int b_swizzle;      /* bytes: 128, 64 or 32 (weights); equal to a_swizzle */

@@ -82,6 +82,17 @@ GGEMM_HOST_DEVICE constexpr uint64_t make_kmajor_desc(uint32_t smem_byte_addr, u
       .encode();
 }
 
+// An MN-major operand of 16-bit elements stored as boxes of [k rows][64
+// elements] (one 128-byte row per k) with the 128B swizzle, boxes
+// `box_stride_bytes` apart along M/N: the swizzle atom is 64 elements x 8
+// k-rows, so LBO = the distance between MN-adjacent atoms (the box stride)
+// and SBO = the distance between consecutive groups of 8 k-rows (1024 bytes)
+// (9.7.16.3.1.1, the canonical MN-major layouts). Advancing K by 16 elements
+// moves the start address 16 rows = 2048 bytes.
+GGEMM_HOST_DEVICE constexpr uint64_t make_mnmajor_sw128_desc(uint32_t smem_byte_addr, uint32_t box_stride_bytes) {
+  return UmmaSmemDesc{smem_byte_addr, box_stride_bytes, 1024, 0, UmmaLboMode::kRelative, UmmaSwizzle::k128B}.encode();
+}
+
 // ---------------------------------------------------------------------------
 // Instruction descriptor for tcgen05.mma .kind::f16 (9.7.16.4.2), 32 bits:
 //   bits  0..1   sparsity selector (0: dense)

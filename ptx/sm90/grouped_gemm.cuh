@@ -29,8 +29,6 @@
 
 namespace ggemm::sm90 {
 
-// Weight layouts: K-major is B[E, N, K] (transpose_b), MN-major is B[E, K, N].
-enum class WeightLayout { kKMajor, kMNMajor };
 
 template <typename T>
 struct OutTraits;

@@ -19,8 +19,8 @@
   X(E, EN, O, ON, L, LN, 256)
 
 #define GGEMM_SM90_FOR_LAYOUT(X, TILES, E, EN, O, ON)       \
-  TILES(X, E, EN, O, ON, WeightLayout::kKMajor, kmajor)     \
-  TILES(X, E, EN, O, ON, WeightLayout::kMNMajor, mnmajor)
+  TILES(X, E, EN, O, ON, ggemm::WeightLayout::kKMajor, kmajor)     \
+  TILES(X, E, EN, O, ON, ggemm::WeightLayout::kMNMajor, mnmajor)
 
 #define GGEMM_SM90_FOR_OUT(X, E, EN)                                                \
   GGEMM_SM90_FOR_LAYOUT(X, GGEMM_SM90_FOR_TILE_M_TO_256, E, EN, __nv_bfloat16, bf16) \

@@ -1,6 +1,6 @@
 """GPU tests: ggemm.grouped_matmul on PyTorch CUDA tensors against a PyTorch
 reference (float64 on the CPU). Skipped, with the reason, without PyTorch, without
-a CUDA device, or when ggemm cannot use GPU 0 (it has kernels for sm_90a)."""
+a CUDA device, or when ggemm cannot use GPU 0 (it has kernels for sm_90a and sm_100a)."""
 
 from __future__ import annotations
 

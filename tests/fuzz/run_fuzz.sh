@@ -85,6 +85,7 @@ cat >"$build/fatbin_stub.cpp" <<'EOF'
 // The kernel fatbins, absent: the fuzzers never create a device.
 #include <cstdint>
 extern "C" const void *const ggemm_fatbin_table[] = {nullptr};
+extern "C" const uint32_t ggemm_fatbin_arch[] = {0};
 extern "C" const uint32_t ggemm_fatbin_count = 0;
 EOF
 

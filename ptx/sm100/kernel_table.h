@@ -1,0 +1,43 @@
+// The one table of sm_100a grouped-GEMM instantiations (issue 5). The kernels
+// files expand it into extern "C" entry points named
+//   ggemm_sm100_grouped_<in>_<out>_<kmajor|mnmajor>_m<tile_m>
+// (with _cta2 appended for cta_group 2) and the runtime builds the same
+// names (sm100_kernel_name()).
+//
+// X(elem, elem_name, out, out_name, layout, layout_name, tile_m, cta_group, suffix)
+// where suffix is empty for cta_group 1 and _cta2 for cta_group 2.
+//
+// Every tile_m 16..256 for every output dtype and epilogue: the epilogue
+// reads the accumulators from tensor memory 8 columns at a time, so neither
+// fp32 output nor accumulate runs out of registers at 256 (unlike sm_90a,
+// GGEMM_SM90_MAX_TILE_M). cta_group 2 splits the tokens between the two CTAs
+// of a pair, so it starts at tile_m 32 (16 tokens each).
+#pragma once
+
+#define GGEMM_SM100_FOR_TILE_M(X, E, EN, O, ON, L, LN) \
+  X(E, EN, O, ON, L, LN, 16, 1, )                      \
+  X(E, EN, O, ON, L, LN, 32, 1, )                      \
+  X(E, EN, O, ON, L, LN, 64, 1, )                      \
+  X(E, EN, O, ON, L, LN, 128, 1, )                     \
+  X(E, EN, O, ON, L, LN, 256, 1, )                     \
+  X(E, EN, O, ON, L, LN, 32, 2, _cta2)                 \
+  X(E, EN, O, ON, L, LN, 64, 2, _cta2)                 \
+  X(E, EN, O, ON, L, LN, 128, 2, _cta2)                \
+  X(E, EN, O, ON, L, LN, 256, 2, _cta2)
+
+#define GGEMM_SM100_FOR_LAYOUT(X, E, EN, O, ON)                                 \
+  GGEMM_SM100_FOR_TILE_M(X, E, EN, O, ON, ggemm::WeightLayout::kKMajor, kmajor) \
+  GGEMM_SM100_FOR_TILE_M(X, E, EN, O, ON, ggemm::WeightLayout::kMNMajor, mnmajor)
+
+#define GGEMM_SM100_FOR_OUT(X, E, EN)                          \
+  GGEMM_SM100_FOR_LAYOUT(X, E, EN, __nv_bfloat16, bf16)        \
+  GGEMM_SM100_FOR_LAYOUT(X, E, EN, __half, fp16)               \
+  GGEMM_SM100_FOR_LAYOUT(X, E, EN, float, fp32)
+
+// Split by operand dtype so the two halves compile in parallel.
+#define GGEMM_SM100_KERNELS_BF16(X) GGEMM_SM100_FOR_OUT(X, __nv_bfloat16, bf16)
+#define GGEMM_SM100_KERNELS_FP16(X) GGEMM_SM100_FOR_OUT(X, __half, fp16)
+#define GGEMM_SM100_KERNELS(X) GGEMM_SM100_KERNELS_BF16(X) GGEMM_SM100_KERNELS_FP16(X)
+
+// The smallest tile_m instantiated for a cta_group.
+#define GGEMM_SM100_MIN_TILE_M(cta_group) ((cta_group) == 2 ? 32 : 16)

@@ -1,0 +1,2 @@
+#include "kernels_entry.cuh"
+GGEMM_SM100_KERNELS_BF16(GGEMM_SM100_DEFINE_KERNEL)

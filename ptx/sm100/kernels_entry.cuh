@@ -1,0 +1,13 @@
+// Expands the sm_100a kernel table into extern "C" __global__ entry points.
+// Included by one .cu per operand dtype (kernels_bf16.cu, kernels_fp16.cu),
+// compiled for sm_100a only and embedded as fatbins in libggemm; the runtime
+// loads them on compute capability 10.0 devices.
+#pragma once
+#include "grouped_gemm.cuh"
+#include "kernel_table.h"
+
+#define GGEMM_SM100_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM, CG, SUFFIX)                                  \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm100::kThreads, 1)                                 \
+      ggemm_sm100_grouped_##EN##_##ON##_##LN##_m##TM##SUFFIX(const __grid_constant__ ggemm::GroupedGemmParams p) { \
+    ggemm::sm100::GroupedGemmSm100<E, O, TM, L, CG>::run(p);                                              \
+  }

@@ -1,0 +1,2 @@
+#include "kernels_entry.cuh"
+GGEMM_SM100_KERNELS_FP16(GGEMM_SM100_DEFINE_KERNEL)
