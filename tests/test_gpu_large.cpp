@@ -65,22 +65,6 @@ const char *dtype_label(ggemm_dtype t) { return t == kBf16 ? "bf16" : t == kFp16
 
 size_t esize(ggemm_dtype t) { return ref::dtype_size(t); }
 
-// As in tests/test_gpu_lora.cpp: default_atol's summation term times |scale|
-// and a bound on |a * b|; the fp16 subnormal step unscaled.
-double lora_atol(ggemm_dtype out, int64_t k, double scale, double product_bound = 1.0) {
-  return std::fabs(scale) * product_bound * default_atol(kFp32, k) + (out == kFp16 ? std::ldexp(1.0, -24) : 0.0);
-}
-
-double max_abs(ggemm_dtype dt, const Bytes &mem) {
-  double m = 0;
-  const size_t n = mem.size() / esize(dt);
-  for (size_t i = 0; i < n; ++i) {
-    const double v = std::fabs(ref::load_as_float(dt, mem.data(), i));
-    if (std::isfinite(v)) m = std::max(m, v);
-  }
-  return m;
-}
-
 // Skips the test when the device has less than `bytes` (plus 1 GiB of
 // headroom) free.
 #define REQUIRE_FREE_DEVICE_MEMORY(bytes)                                                                  \

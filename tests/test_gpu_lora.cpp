@@ -114,23 +114,6 @@ LoraCase make(Op op, std::string name, int64_t q, int64_t kv, int64_t rank, cons
   return c;
 }
 
-// The atol of a product of depth k whose terms are bounded by
-// |a * b| <= product_bound, times |scale| (see the file comment).
-double lora_atol(ggemm_dtype out, int64_t k, double scale, double product_bound = 1.0) {
-  const double accumulation = default_atol(kFp32, k);  // the summation term alone
-  return std::fabs(scale) * product_bound * accumulation + (out == kFp16 ? std::ldexp(1.0, -24) : 0.0);
-}
-
-double max_abs(ggemm_dtype dt, const Bytes &mem) {
-  double m = 0;
-  const size_t n = mem.size() / ref::dtype_size(dt);
-  for (size_t i = 0; i < n; ++i) {
-    const double v = std::fabs(ref::load_as_float(dt, mem.data(), i));
-    if (std::isfinite(v)) m = std::max(m, v);  // poison is NaN
-  }
-  return m;
-}
-
 // compare_matrix with a per-element addition to the atol: element i passes iff
 // |exp - act| <= atol + rtol |exp| + extra[i] (extra: fp32 [rows, cols]);
 // poisoned (NaN) expected elements must be bitwise unchanged.

@@ -67,24 +67,6 @@ const char *epilogue_label(ggemm_epilogue e) {
 
 size_t esize(ggemm_dtype t) { return ref::dtype_size(t); }
 
-// The LoRA tolerance of tests/test_gpu_lora.cpp: default_atol's summation
-// term times |scale| (scale multiplies the fp32 sum and its summation-order
-// differences) and times a bound on |a * b| where operands are not within
-// [-1, 1]; the fp16 subnormal step is one output rounding, not scaled.
-double lora_atol(ggemm_dtype out, int64_t k, double scale, double product_bound = 1.0) {
-  return std::fabs(scale) * product_bound * default_atol(kFp32, k) + (out == kFp16 ? std::ldexp(1.0, -24) : 0.0);
-}
-
-double max_abs(ggemm_dtype dt, const Bytes &mem) {
-  double m = 0;
-  const size_t n = mem.size() / esize(dt);
-  for (size_t i = 0; i < n; ++i) {
-    const double v = std::fabs(ref::load_as_float(dt, mem.data(), i));
-    if (std::isfinite(v)) m = std::max(m, v);  // poison is NaN
-  }
-  return m;
-}
-
 // Index of the first element where a and b differ bitwise, or -1.
 int64_t first_difference(const Bytes &a, const Bytes &b, size_t elem_bytes) {
   if (a.size() != b.size()) return 0;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "dtype.h"
 #include "ggemm.h"
@@ -152,6 +153,27 @@ inline double default_atol(ggemm_dtype out, int64_t k) {
   const double kd = static_cast<double>(k > 0 ? k : 1);
   const double accumulation = 2.0 * std::sqrt(kd) * kd * std::ldexp(1.0, -24);
   return accumulation + (out == GGEMM_DTYPE_FP16 ? std::ldexp(1.0, -24) : 0.0);
+}
+
+// The LoRA tolerance (tests/test_gpu_lora.cpp's file comment): the
+// summation term of default_atol for depth k, times |scale| (it multiplies
+// the fp32 sum and so its summation-order differences) and times a bound on
+// |a * b| where the operands are not within [-1, 1]; the fp16 subnormal step
+// is one output rounding, not scaled.
+inline double lora_atol(ggemm_dtype out, int64_t k, double scale, double product_bound = 1.0) {
+  return std::fabs(scale) * product_bound * default_atol(GGEMM_DTYPE_FP32, k) +
+         (out == GGEMM_DTYPE_FP16 ? std::ldexp(1.0, -24) : 0.0);
+}
+
+// The largest finite |element| of a host matrix of `dt` (poison is NaN).
+inline double max_abs(ggemm_dtype dt, const std::vector<uint8_t> &mem) {
+  double m = 0;
+  const size_t n = mem.size() / ref::dtype_size(dt);
+  for (size_t i = 0; i < n; ++i) {
+    const double v = std::fabs(ref::load_as_float(dt, mem.data(), i));
+    if (std::isfinite(v)) m = std::max(m, v);
+  }
+  return m;
 }
 
 }  // namespace ggemm::testing

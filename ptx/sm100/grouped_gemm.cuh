@@ -39,6 +39,7 @@
 #include "../cluster.h"
 #include "../grouped_params.h"
 #include "../mbarrier.h"
+#include "../pipeline.h"
 #include "../routing_check.h"
 #include "../tile_scheduler.h"
 #include "../tma.h"
@@ -91,15 +92,7 @@ struct GroupedGemmSm100 {
   static constexpr uint32_t kFeaturesPerBox = 64;  // MN-major weight boxes: 128 bytes of features
   static constexpr uint32_t kEpilogueThreads = 32 * kEpilogueWarps;
 
-  struct Pipeline {
-    uint32_t stage = 0, phase = 0;
-    GGEMM_DEVICE void advance(uint32_t stages) {
-      if (++stage == stages) {
-        stage = 0;
-        phase ^= 1;
-      }
-    }
-  };
+  using Pipeline = RingPosition;
 
   // Shared-memory barriers, in SmemLayout's order.
   struct Barriers {

@@ -19,6 +19,7 @@
 
 #include "../grouped_params.h"
 #include "../mbarrier.h"
+#include "../pipeline.h"
 #include "../routing_check.h"
 #include "../stmatrix.h"
 #include "../tile_scheduler.h"
@@ -77,15 +78,7 @@ struct GroupedGemmSm90 {
   // that pair (GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE).
   static constexpr bool kSupportsAccumulate = GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(TileM);
 
-  struct Pipeline {
-    uint32_t stage = 0, phase = 0;
-    GGEMM_DEVICE void advance(uint32_t stages) {
-      if (++stage == stages) {
-        stage = 0;
-        phase ^= 1;
-      }
-    }
-  };
+  using Pipeline = RingPosition;
 
   GGEMM_DEVICE static GroupedProblem problem(const GroupedGemmParams &p) {
     return GroupedProblem{p.a_offsets, p.expert_ids, active_groups(p.usage_stats[1], p.num_groups),
