@@ -26,9 +26,13 @@ for tool in memcheck racecheck synccheck initcheck; do
   [ "$tool" = memcheck ] && extra=(--leak-check full)
   # The sanitizers slow kernels down by one to two orders of magnitude; the
   # 10 s in-kernel wait bound still holds for these test sizes.
-  timeout 300 compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 \
-    "$tests" --gtest_filter="$filter" --gtest_brief=1 > "$out/sanitize_$tool.log" 2>&1
+  # Per-test output (no --gtest_brief): a tool that runs out of time still
+  # shows which test it was in and how long the others took.
+  timeout 420 compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+    "$tests" --gtest_filter="$filter" > "$out/sanitize_$tool.log" 2>&1
   rc=$?
+  [ $rc -eq 124 ] && echo "$tool: timed out in $(grep -E '^\[ RUN' "$out/sanitize_$tool.log" | tail -1)"
+  grep -E '^\[ +OK \].*\(([0-9]{5,}) ms\)' "$out/sanitize_$tool.log" | sed "s/^/$tool slow: /" | head -5
   [ $rc -ne 0 ] && status=1
   echo "$tool rc=$rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|tests? (ran|passed)|PASSED|FAILED' "$out/sanitize_$tool.log" | tr '\n' ' ')"
 done
