@@ -26,6 +26,7 @@
 #include "../tma.h"
 #include "kernel_table.h"
 #include "smem_layout.h"
+#include "staging_buffers.h"
 #include "wgmma.h"
 
 namespace ggemm::sm90 {
@@ -186,9 +187,7 @@ struct GroupedGemmSm90 {
 #pragma unroll
     for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
     uint32_t c_loaded_phase = 0;
-    // Epilogue buffer state: bit 0, the buffer the next chunk uses; bit 1,
-    // the buffer the newest TMA store group reads.
-    uint32_t staging_state = 0;
+    StagingBuffers staging_buffers(p.staging_buffers);
 
     for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
       const bool active = tile.expert >= 0;
@@ -198,7 +197,7 @@ struct GroupedGemmSm90 {
         continue;  // C += 0
       }
       epilogue(p, tile, active, cw, tid, smem + layout.c_offset() + cw * p.staging_buffers * kStagingBytes,
-               staging_state, c_loaded, c_loaded_phase, acc);
+               staging_buffers, c_loaded, c_loaded_phase, acc);
     }
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
   }
@@ -275,7 +274,7 @@ struct GroupedGemmSm90 {
   // non-wgmma definition of the accumulators inside the tile loop, and ptxas
   // then serialises every wgmma of the mainloop (C7515).
   GGEMM_DEVICE static void epilogue(const GroupedGemmParams &p, const GroupedTile &tile, bool active, uint32_t cw,
-                                    uint32_t tid, uint8_t *staging_base, uint32_t &staging_state, uint64_t *c_loaded,
+                                    uint32_t tid, uint8_t *staging_base, StagingBuffers &staging_buffers, uint64_t *c_loaded,
                                     uint32_t &c_loaded_phase,
                                     const float (&acc)[kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
@@ -308,20 +307,14 @@ struct GroupedGemmSm90 {
       const uint32_t rows = min(tile.rows - first, kStageTokens);
       const int32_t row0 = int32_t(tile.row0 + first);
 
-      // This chunk's buffer may still be read by an earlier TMA store.
-      // Store groups finish reading in order, and only chunks stored whole
-      // commit one (masked chunks do not), so: if the newest group reads
-      // this buffer, wait for every group; otherwise any group reading it is
-      // older than the newest, and waiting for all but the newest suffices.
-      // (Assuming "the one before last" was wrong: a masked chunk in
-      // between leaves the newest group on this buffer.) Before the
-      // accumulate epilogue's TMA load overwrites the buffer, this thread's
-      // generic reads of it (masked stores) are ordered before async writes.
-      const uint32_t slot = staging_state & 1u;
-      uint8_t *staging = staging_base + slot * kStagingBytes;
-      if (p.staging_buffers == 2) staging_state ^= 1u;
+      // This chunk's buffer may still be read by an earlier TMA store: wait
+      // as staging_buffers.h explains. Before the accumulate epilogue's TMA
+      // load overwrites the buffer, this thread's generic reads of it
+      // (masked stores) are ordered before async writes.
+      const StagingBuffers::Chunk chunk = staging_buffers.next_chunk();
+      uint8_t *staging = staging_base + chunk.buffer * kStagingBytes;
       if (tid == 0) {
-        if (p.staging_buffers == 2 && (staging_state >> 1) != slot) {
+        if (chunk.pending_allowed == 1) {
           ptx::tma_store_wait_group_read<1>();
         } else {
           ptx::tma_store_wait_group_read<0>();
@@ -400,7 +393,7 @@ struct GroupedGemmSm90 {
                               int32_t(col0 - view.col_offset + b * kColsPerBox), row0);
           ptx::tma_store_commit_group();
         }
-        staging_state = (staging_state & 1u) | (slot << 1);  // the newest group reads this buffer
+        staging_buffers.stored_whole();
         continue;
       }
       // Masked 16-byte stores at edges: rows past the group's end and columns
