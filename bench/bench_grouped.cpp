@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_config.h"
 #include "bench_lora.h"
 #include "ceilings.h"
 #include "cublas_baselines.h"
@@ -109,20 +110,6 @@ std::string enqueue_call(Session& s, const MoeProblem& p, Impl impl,
   return "unknown implementation";
 }
 
-// Optional config override for experiments: GGEMM_BENCH_TILE_M=256 (and
-// GGEMM_BENCH_STAGES) force those fields of every ggemm call; unset = auto.
-const ggemm_config* bench_config_override() {
-  static ggemm_config cfg{};
-  static const bool set = [] {
-    cfg.struct_size = sizeof cfg;
-    const char* tm = std::getenv("GGEMM_BENCH_TILE_M");
-    const char* st = std::getenv("GGEMM_BENCH_STAGES");
-    cfg.tile_m = tm ? std::atoi(tm) : 0;
-    cfg.stages = st ? std::atoi(st) : 0;
-    return cfg.tile_m != 0 || cfg.stages != 0;
-  }();
-  return set ? &cfg : nullptr;
-}
 
 void bench_shape(benchmark::State& state, int shape_index, Impl impl) {
   Session& s = *g_session;

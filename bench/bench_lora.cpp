@@ -25,6 +25,7 @@
 // = achieved GB/s / copy bandwidth measured by this binary; TFLOP/s and
 // frac_floor (DESIGN.md §5); for the expand at decode goal_us (6) and
 // meets_goal (1 if us_median < goal_us).
+#include "bench_config.h"
 #include "bench_lora.h"
 
 #include <benchmark/benchmark.h>
@@ -336,10 +337,12 @@ std::string enqueue_ggemm(LoraSession& s) {
   const LoraProblem& p = *s.problem;
   ggemm_status st;
   if (p.expand()) {
-    const ggemm_lora_expand_qkv_args a = p.expand_args();
+    ggemm_lora_expand_qkv_args a = p.expand_args();
+    a.config = bench_config_override();
     st = ggemm_lora_expand_qkv(s.env.ggemm, &a, s.env.stream);
   } else {
-    const ggemm_lora_shrink_qkv_args a = p.shrink_args();
+    ggemm_lora_shrink_qkv_args a = p.shrink_args();
+    a.config = bench_config_override();
     st = ggemm_lora_shrink_qkv(s.env.ggemm, &a, s.env.stream);
   }
   if (st == GGEMM_STATUS_SUCCESS) return "";
