@@ -44,6 +44,11 @@ struct GroupedGemmParams {
   uint32_t stages;
   uint32_t staging_buffers;  // epilogue buffers per consumer warpgroup (1 or 2)
   uint32_t swizzle_bytes;  // 128, 64 or 32: one K-major smem row; tile_k = swizzle_bytes / 2
+  // K-major weights: rows of each TMA box, 128, or N rounded up to 8 when N
+  // is narrower (LoRA shrink: 3R rows), so no stage moves rows past N (the
+  // MMA rows past the box read stale shared memory into accumulator rows
+  // that are never stored). MN-major weights: 128.
+  uint32_t weights_box_rows;
 };
 
 }  // namespace ggemm

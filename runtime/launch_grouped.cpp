@@ -96,11 +96,15 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
                                {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, k.tokens_box_rows, 0},
                                tma_swizzle_for_bytes(k.swizzle_bytes)},
                               &p.tmap_tokens));
+  // K-major weights narrower than a tile (LoRA shrink's 3R rows) load only
+  // their rows; a cta_group 2 pair always loads 128 per CTA.
+  const uint32_t weights_box_rows =
+      a.transpose_b && k.cta_group == 1 && a.n < int64_t(k.tile_n) ? uint32_t((a.n + 7) / 8 * 8) : k.tile_n;
   if (a.transpose_b) {
     GGEMM_TRY(encode_tensor_map(drv,
                                 {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
-                                 {uint64_t(a.k), uint64_t(a.n), uint64_t(a.num_experts)}, {tile_k, k.tile_n, 1},
-                                 tma_swizzle_for_bytes(k.swizzle_bytes)},
+                                 {uint64_t(a.k), uint64_t(a.n), uint64_t(a.num_experts)},
+                                 {tile_k, weights_box_rows, 1}, tma_swizzle_for_bytes(k.swizzle_bytes)},
                                 &p.tmap_weights));
   } else {
     // [E, K, N]: boxes of tile_k rows of K by one 128-byte row of features
@@ -140,6 +144,7 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   p.stages = k.stages;
   p.staging_buffers = k.staging_buffers;
   p.swizzle_bytes = k.swizzle_bytes;
+  p.weights_box_rows = weights_box_rows;
   *out = p;
   return GGEMM_STATUS_SUCCESS;
 }

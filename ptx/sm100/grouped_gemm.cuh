@@ -218,7 +218,9 @@ struct GroupedGemmSm100 {
     const uint32_t tile_k = p.swizzle_bytes / 2;
     const uint32_t k_iters = (p.k + tile_k - 1) / tile_k;
     // The leader expects both CTAs' bytes on its barrier; the peer only loads.
-    const uint32_t stage_bytes = CtaGroup * (layout.weights_stage_bytes + layout.tokens_stage_bytes);
+    const uint32_t weights_bytes =
+        Layout == WeightLayout::kKMajor ? p.weights_box_rows * p.swizzle_bytes : layout.weights_stage_bytes;
+    const uint32_t stage_bytes = CtaGroup * (weights_bytes + layout.tokens_stage_bytes);
     GroupedTileScheduler sched(problem(p), TileM, kPairTileN);
     const ClusterWalk w = walk();
     Pipeline pipe;

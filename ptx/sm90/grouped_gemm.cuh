@@ -142,7 +142,9 @@ struct GroupedGemmSm90 {
                                    uint64_t *full, uint64_t *empty) {
     const uint32_t tile_k = p.swizzle_bytes / 2;
     const uint32_t k_iters = (p.k + tile_k - 1) / tile_k;
-    const uint32_t stage_bytes = layout.weights_stage_bytes + layout.tokens_stage_bytes;
+    const uint32_t weights_bytes =
+        Layout == WeightLayout::kKMajor ? p.weights_box_rows * p.swizzle_bytes : layout.weights_stage_bytes;
+    const uint32_t stage_bytes = weights_bytes + layout.tokens_stage_bytes;
     GroupedTileScheduler sched(problem(p), TileM, kTileN);
     Pipeline pipe;
     GroupedTile tile;
