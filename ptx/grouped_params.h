@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "tile_scheduler.h"
+
 namespace ggemm {
 
 // Weight layouts: K-major is B[E, N, K] (transpose_b), MN-major is B[E, K, N].
@@ -50,5 +52,19 @@ struct GroupedGemmParams {
   // that are never stored). MN-major weights: 128.
   uint32_t weights_box_rows;
 };
+
+// The scheduler's view of a launch, as every kernel builds it: the device
+// active count capped at the arrays' capacity.
+GGEMM_HOST_DEVICE inline GroupedProblem grouped_problem(const GroupedGemmParams &p) {
+  return GroupedProblem{p.a_offsets, p.expert_ids, active_groups(p.usage_stats[1], p.num_groups),
+                        p.m,         p.n,          p.num_experts,
+                        p.split0,    p.split1,     p.span_segments};
+}
+
+// The segment (output view) of column c: how many splits lie at or below it.
+GGEMM_HOST_DEVICE inline uint32_t output_segment(const GroupedGemmParams &p, uint32_t c) {
+  if (p.split0 == 0 && p.split1 == 0) return 0;
+  return uint32_t(c >= p.split0) + uint32_t(c >= p.split1);
+}
 
 }  // namespace ggemm

@@ -85,11 +85,9 @@ uint32_t size_tile_m(const ArchRules &r, const GroupedShape &s, int64_t max_rows
 }
 
 // An upper bound on the tiles of a launch (as the grid size uses it).
-int64_t tile_bound(const GroupedShape &s, int64_t max_rows, uint32_t tile_m) {
+int64_t tile_bound(const GroupedShape &s, uint32_t tile_m) {
   const int64_t col_blocks = s.col_blocks > 0 ? s.col_blocks : (s.n + kGroupedTileN - 1) / kGroupedTileN;
-  const int64_t row_blocks = std::min<int64_t>(s.num_groups * ((max_rows + tile_m - 1) / tile_m),
-                                               (s.m + tile_m - 1) / tile_m + s.num_groups);
-  return row_blocks * col_blocks;
+  return row_block_bound(s, tile_m) * col_blocks;
 }
 
 uint32_t auto_tile_m(const ArchRules &r, const GroupedShape &s, int sm_count) {
@@ -100,7 +98,7 @@ uint32_t auto_tile_m(const ArchRules &r, const GroupedShape &s, int sm_count) {
   // fraction of the device's bandwidth. Halve tile_m while fewer than three
   // quarters of the SMs would get a tile (each halving doubles the weight
   // tiles read from L2, so a few idle SMs are the better trade).
-  while (tile_m > 16 && 4 * tile_bound(s, max_rows, tile_m) < 3 * int64_t(sm_count)) tile_m /= 2;
+  while (tile_m > 16 && 4 * tile_bound(s, tile_m) < 3 * int64_t(sm_count)) tile_m /= 2;
   return tile_m;
 }
 
@@ -222,6 +220,11 @@ ggemm_status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &pro
 }
 
 }  // namespace
+
+int64_t row_block_bound(const GroupedShape &s, uint32_t tile_m) {
+  const int64_t max_rows = s.max_rows_per_group > 0 ? std::min(s.max_rows_per_group, s.m) : s.m;
+  return std::min<int64_t>(s.num_groups * ((max_rows + tile_m - 1) / tile_m), (s.m + tile_m - 1) / tile_m + s.num_groups);
+}
 
 ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &shape,
                                 const ggemm_config *o, Sm90Config *out) {

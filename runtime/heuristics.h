@@ -25,6 +25,11 @@ struct GroupedShape {
 // warpgroups, the sm_100a tcgen05.mma M); GroupedShape::col_blocks counts these.
 constexpr uint32_t kGroupedTileN = 128;
 
+// An upper bound on a launch's row blocks of tile_m tokens, from the host's
+// bound on rows per group (0 = M): what the grid is sized by (the device-side
+// counts decide the actual work; an underestimate only costs parallelism).
+int64_t row_block_bound(const GroupedShape &shape, uint32_t tile_m);
+
 struct Sm90Config {
   uint32_t tile_m = 0;         // tokens per tile (wgmma N)
   uint32_t tile_n = 128;       // features per tile (two m64 warpgroups)

@@ -177,12 +177,8 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   GGEMM_TRY(fill_params(drv, a, k, span_segments, &p));
 
   // Persistent grid: one CTA per SM, fewer when the host's bound on the
-  // tile count (from max_rows_per_group) is smaller. The device-side counts
-  // decide the actual work; an underestimate only costs parallelism.
-  const int64_t rows = a.max_rows_per_group > 0 ? std::min<int64_t>(a.max_rows_per_group, a.m) : a.m;
-  const int64_t row_blocks_per_group = (rows + k.tile_m - 1) / k.tile_m;
-  const int64_t row_blocks = std::min<int64_t>(a.num_groups * row_blocks_per_group,
-                                               (a.m + k.tile_m - 1) / k.tile_m + a.num_groups);
+  // tile count (row_block_bound) is smaller.
+  const int64_t row_blocks = row_block_bound(shape, k.tile_m);
   // With cta_group 2 the pairs walk tiles of 256 weight rows, so the grid
   // is twice the pair bound, in whole pairs.
   const int64_t pair_col_blocks = k.cta_group == 2 ? (col_blocks + 1) / 2 + 2 : col_blocks;  // + 2: segment ends

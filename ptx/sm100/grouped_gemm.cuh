@@ -100,12 +100,6 @@ struct GroupedGemmSm100 {
     uint64_t *acc_full, *acc_empty;  // [kAccBuffers] each
   };
 
-  GGEMM_DEVICE static GroupedProblem problem(const GroupedGemmParams &p) {
-    return GroupedProblem{p.a_offsets, p.expert_ids, active_groups(p.usage_stats[1], p.num_groups),
-                          p.m,         p.n,          p.num_experts,
-                          p.split0,    p.split1,     p.span_segments};
-  }
-
   // The instruction descriptor of every MMA of this kernel (PTX ISA
   // "Instruction descriptor", kind::f16): fp32 accumulators, M 128 x cta_group, N tile_m;
   // the weights are A (K- or MN-major as stored), the tokens B (K-major).
@@ -221,7 +215,7 @@ struct GroupedGemmSm100 {
     const uint32_t weights_bytes =
         Layout == WeightLayout::kKMajor ? p.weights_box_rows * p.swizzle_bytes : layout.weights_stage_bytes;
     const uint32_t stage_bytes = CtaGroup * (weights_bytes + layout.tokens_stage_bytes);
-    GroupedTileScheduler sched(problem(p), TileM, kPairTileN);
+    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
     const ClusterWalk w = walk();
     Pipeline pipe;
     GroupedTile pair;
@@ -282,7 +276,7 @@ struct GroupedGemmSm100 {
     const uint32_t tile_k = p.swizzle_bytes / 2;
     const uint32_t k_iters = (p.k + tile_k - 1) / tile_k;
     const uint32_t idesc = instr_desc();
-    GroupedTileScheduler sched(problem(p), TileM, kPairTileN);
+    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
     const ClusterWalk w = walk();
     Pipeline pipe, acc;  // acc.stage: which accumulator; acc.phase: its use count's parity
     GroupedTile tile;
@@ -310,11 +304,6 @@ struct GroupedGemmSm100 {
   }
 
   // ---- epilogue: warps 2..5 ----------------------------------------------------
-  // The segment (output view) of column c: how many splits lie at or below it.
-  GGEMM_DEVICE static uint32_t segment_of(const GroupedGemmParams &p, uint32_t c) {
-    if (p.split0 == 0 && p.split1 == 0) return 0;
-    return uint32_t(c >= p.split0) + uint32_t(c >= p.split1);
-  }
 
   // Thread `lane` of the warp owning tensor-memory lanes 32q..32q+31 holds
   // weight row (output column) 32q + lane of every tile.
@@ -324,7 +313,7 @@ struct GroupedGemmSm100 {
     const uint32_t row_in_tile = 32 * q + lane;
     const bool accumulate = p.epilogue == kEpilogueAccumulate;
     const bool scale_rows = p.epilogue == kEpilogueRowScale;
-    GroupedTileScheduler sched(problem(p), TileM, kPairTileN);
+    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
     const ClusterWalk w = walk();
     Pipeline acc;
     GroupedTile pair;
@@ -334,7 +323,7 @@ struct GroupedGemmSm100 {
       if (!active && accumulate) continue;  // C += 0
       const uint32_t col = tile.col0 + row_in_tile;
       const bool owned = row_in_tile < tile.cols;
-      const OutputView &view = p.out[p.span_segments ? segment_of(p, col) : tile.segment];
+      const OutputView &view = p.out[p.span_segments ? output_segment(p, col) : tile.segment];
       Out *dst = reinterpret_cast<Out *>(view.base) + size_t(tile.row0) * view.ld + (col - view.col_offset);
 
       if (!active) {  // rows of an inactive group are zeroed

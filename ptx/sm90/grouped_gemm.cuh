@@ -31,7 +31,6 @@
 
 namespace ggemm::sm90 {
 
-
 template <typename T>
 struct OutTraits;
 template <>
@@ -80,12 +79,6 @@ struct GroupedGemmSm90 {
   static constexpr bool kSupportsAccumulate = GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(TileM);
 
   using Pipeline = RingPosition;
-
-  GGEMM_DEVICE static GroupedProblem problem(const GroupedGemmParams &p) {
-    return GroupedProblem{p.a_offsets, p.expert_ids, active_groups(p.usage_stats[1], p.num_groups),
-                          p.m,         p.n,          p.num_experts,
-                          p.split0,    p.split1,     p.span_segments};
-  }
 
   GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
     extern __shared__ uint8_t smem_raw[];
@@ -145,7 +138,7 @@ struct GroupedGemmSm90 {
     const uint32_t weights_bytes =
         Layout == WeightLayout::kKMajor ? p.weights_box_rows * p.swizzle_bytes : layout.weights_stage_bytes;
     const uint32_t stage_bytes = weights_bytes + layout.tokens_stage_bytes;
-    GroupedTileScheduler sched(problem(p), TileM, kTileN);
+    GroupedTileScheduler sched(grouped_problem(p), TileM, kTileN);
     Pipeline pipe;
     GroupedTile tile;
     for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
@@ -179,7 +172,7 @@ struct GroupedGemmSm90 {
     // k_iters and the staging address are recomputed per tile where used:
     // at tile_m 256 the accumulators leave no registers to keep them live.
     const uint32_t tid = threadIdx.x % 128;
-    GroupedTileScheduler sched(problem(p), TileM, kTileN);
+    GroupedTileScheduler sched(grouped_problem(p), TileM, kTileN);
     Pipeline pipe;
     GroupedTile tile;
     // Zeroed once, before any wgmma: a tile narrower than TileM leaves the
@@ -289,8 +282,8 @@ struct GroupedGemmSm90 {
                               : 0;
     // The segment of these columns; with span_segments they may cross a
     // split, and then each 8-column chunk is routed by the masked stores.
-    const uint32_t segment = p.span_segments ? segment_of(p, col0) : tile.segment;
-    const bool crosses = p.span_segments && cols > 0 && segment_of(p, col0 + cols - 1) != segment;
+    const uint32_t segment = p.span_segments ? output_segment(p, col0) : tile.segment;
+    const bool crosses = p.span_segments && cols > 0 && output_segment(p, col0 + cols - 1) != segment;
     const OutputView &view = p.out[segment];
     const CUtensorMap *tmap_out = &p.tmap_out[segment];
 
@@ -409,17 +402,11 @@ struct GroupedGemmSm90 {
         uint4 v = *reinterpret_cast<const uint4 *>(staging + box * kStageTokens * 128 +
                                                    swizzle128_offset(token, ch % 8));
         const uint32_t col = col0 + ch * kElemsPerChunk;  // splits are multiples of 8: a chunk never crosses one
-        const OutputView &to = crosses ? p.out[segment_of(p, col)] : view;
+        const OutputView &to = crosses ? p.out[output_segment(p, col)] : view;
         Out *dst = reinterpret_cast<Out *>(to.base) + size_t(row0 + token) * to.ld + (col - to.col_offset);
         *reinterpret_cast<uint4 *>(dst) = v;
       }
     }
-  }
-
-  // The segment (output view) of column c: how many splits lie at or below it.
-  GGEMM_DEVICE static uint32_t segment_of(const GroupedGemmParams &p, uint32_t c) {
-    if (p.split0 == 0 && p.split1 == 0) return 0;
-    return uint32_t(c >= p.split0) + uint32_t(c >= p.split1);
   }
 
   // The shared address this lane gives stmatrix/ldmatrix .x4.trans for token
