@@ -311,6 +311,29 @@ std::vector<Case> cases() {
     c.stages = 2;
     add(c);
   }
+  // Odd stage counts of small stages (32- and 64-byte rows, narrow weights)
+  // end between two 1024-byte boundaries; the 128B-swizzled epilogue staging
+  // after them must not (the stress test's n=120, k=24 call caught it).
+  for (int stages : {3, 5}) {
+    Case c;
+    c.name = "odd_stages" + std::to_string(stages) + "_swizzle32_tile_m16";
+    c.rows = {9, 14, 1, 16};
+    c.n = 256;
+    c.k = 40;
+    c.swizzle = 32;
+    c.tile_m = 16;
+    c.stages = stages;
+    add(c);
+  }
+  {
+    Case c{"narrow_n120_k24"};
+    c.rows = {1, 71, 80, 7};
+    c.experts = {-1, 0, 1, 0};
+    c.n = 120;
+    c.k = 24;
+    c.num_experts = 2;
+    add(c);
+  }
   return v;
 }
 

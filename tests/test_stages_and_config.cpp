@@ -35,12 +35,13 @@ const uint32_t kOutBytes[] = {2, 4};
 // 128-row weight tile and a tile_m-row token tile, each row one swizzle span,
 // plus two 8-byte barriers (full, empty); once, the epilogue staging (two
 // warpgroups of min(tile_m, 128) x 64 outputs), one 8-byte epilogue barrier per
-// consumer warpgroup, and 1024 bytes to align the dynamic base.
+// consumer warpgroup, and 1024 bytes to align the dynamic base. The staging
+// (128B-swizzled) starts on a 1024-byte boundary after the stages.
 uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t out_bytes, uint64_t buffers = 1) {
   // The epilogue stages at most 128 tokens at a time.
   const uint64_t staged_tokens = tile_m < 128 ? tile_m : 128;
-  return stages * (128 * swizzle + tile_m * swizzle + 16) + buffers * 2 * staged_tokens * 64 * out_bytes + 2 * 8 +
-         1024;
+  const uint64_t operands = (stages * (128 * swizzle + tile_m * swizzle) + 1023) / 1024 * 1024;
+  return operands + stages * 16 + buffers * 2 * staged_tokens * 64 * out_bytes + 2 * 8 + 1024;
 }
 
 uint32_t expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t out_bytes, uint32_t smem, uint32_t buffers = 1) {
@@ -63,6 +64,10 @@ TEST(MaxStages, MatchesTheDocumentedLayout) {
           saw_cap |= s == sm90::kMaxStages;
           saw_zero |= s == 0;
           if (s > 0) {
+            // The 128B-swizzled epilogue staging starts on a 1024-byte
+            // boundary whatever the stage count (odd counts of 512-byte
+            // token stages included).
+            for (uint32_t n = 1; n <= s; ++n) EXPECT_EQ(sm90::make_smem_layout(tile_m, sw, ob, n).c_offset() % 1024, 0u);
             // The layout the kernel builds with that count fits ...
             EXPECT_LE(sm90::make_smem_layout(tile_m, sw, ob, s).total_bytes(), smem);
             EXPECT_EQ(sm90::make_smem_layout(tile_m, sw, ob, s).total_bytes(), bytes_for(s, tile_m, sw, ob));

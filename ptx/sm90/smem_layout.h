@@ -22,8 +22,12 @@ struct SmemLayout {
   GGEMM_HOST_DEVICE constexpr uint32_t tokens_offset(uint32_t s) const {
     return stages * weights_stage_bytes + s * tokens_stage_bytes;
   }
+  // The epilogue staging is 128B-swizzled whatever the operands' swizzle, so
+  // it starts on a 1024-byte boundary: an odd number of stages of 32- or
+  // 64-byte rows can end between two (a misplaced staging tile makes the TMA
+  // store read it with another swizzle phase than stmatrix wrote it).
   GGEMM_HOST_DEVICE constexpr uint32_t c_offset() const {
-    return stages * (weights_stage_bytes + tokens_stage_bytes);
+    return (stages * (weights_stage_bytes + tokens_stage_bytes) + kSmemAlign - 1) / kSmemAlign * kSmemAlign;
   }
   // full[stages], empty[stages], then one epilogue barrier per consumer
   // warpgroup (the TMA load of C for the accumulate epilogue); 8 bytes each.
@@ -58,12 +62,13 @@ constexpr uint32_t kMaxStages = 32;
 GGEMM_HOST_DEVICE constexpr uint32_t max_stages(uint32_t tile_m, uint32_t swizzle_bytes,
                                                 uint32_t out_bytes, uint32_t smem_optin,
                                                 uint32_t staging_buffers = 1) {
-  SmemLayout one = make_smem_layout(tile_m, swizzle_bytes, out_bytes, 0, staging_buffers);
-  uint32_t fixed = one.total_bytes();
-  uint32_t per_stage = one.weights_stage_bytes + one.tokens_stage_bytes + 16;
-  if (smem_optin < fixed + per_stage) return 0;
-  uint32_t s = (smem_optin - fixed) / per_stage;
-  return s > kMaxStages ? kMaxStages : s;
+  // total_bytes() grows with every stage (by at least a stage's bytes, the
+  // staging's alignment aside), so count up: at most kMaxStages steps.
+  uint32_t s = 0;
+  while (s < kMaxStages &&
+         make_smem_layout(tile_m, swizzle_bytes, out_bytes, s + 1, staging_buffers).total_bytes() <= smem_optin)
+    ++s;
+  return s;
 }
 
 }  // namespace ggemm::sm90
