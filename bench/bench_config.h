@@ -1,6 +1,7 @@
 // bench_config.h — the optional config override of every ggemm call the
-// benchmarks time, for experiments: GGEMM_BENCH_TILE_M, GGEMM_BENCH_STAGES and
-// GGEMM_BENCH_CTA_GROUP force those fields (unset = automatic), e.g.
+// benchmarks time, for experiments: GGEMM_BENCH_TILE_M, GGEMM_BENCH_STAGES,
+// GGEMM_BENCH_CTA_GROUP and GGEMM_BENCH_CLUSTER_M force those fields (unset =
+// automatic), e.g.
 //   GGEMM_BENCH_TILE_M=64 build/bench/ggemm_bench --benchmark_filter=lora_shrink
 #pragma once
 #include <cstdlib>
@@ -18,7 +19,8 @@ inline const ggemm_config* bench_config_override() {
     cfg.tile_m = field("GGEMM_BENCH_TILE_M");
     cfg.stages = field("GGEMM_BENCH_STAGES");
     cfg.cta_group = field("GGEMM_BENCH_CTA_GROUP");
-    return cfg.tile_m != 0 || cfg.stages != 0 || cfg.cta_group != 0;
+    cfg.cluster_m = field("GGEMM_BENCH_CLUSTER_M");
+    return cfg.tile_m != 0 || cfg.stages != 0 || cfg.cta_group != 0 || cfg.cluster_m != 0;
   }();
   return set ? &cfg : nullptr;
 }

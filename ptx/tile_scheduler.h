@@ -64,6 +64,15 @@ GGEMM_HOST_DEVICE constexpr uint32_t min_u32(uint32_t a, uint32_t b) { return a 
 
 GGEMM_HOST_DEVICE constexpr uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
+// The host refuses calls whose output has more elements than this (the C
+// ABI's validation), so one group's tiles number fewer than 2^32 and the walk
+// divides in 32 bits: a group of r <= M rows has at most
+// (r / 16 + 1) (N / 128 + 1) <= M N / 2048 + M / 16 + N / 128 + 1 < 2^32
+// tiles for M, N < 2^31. (A 64-bit division is a called subroutine whose
+// return address ptxas may have to keep on the stack.) 2^42 elements are
+// 8 TiB of bf16, far past any GPU's memory.
+constexpr uint64_t kMaxOutputElements = uint64_t(1) << 42;
+
 class GroupedTileScheduler {
  public:
   static constexpr uint32_t kBandRowBlocks = 8;
@@ -94,12 +103,12 @@ class GroupedTileScheduler {
       load_group(group_ + 1);
     }
     if (group_ >= p_.num_active) return false;
-    const uint64_t local = t - tiles_before_;
-    const uint64_t band_tiles = uint64_t(kBandRowBlocks) * col_blocks_;
-    const uint32_t band = uint32_t(local / band_tiles);
+    const uint32_t local = uint32_t(t - tiles_before_);  // < this group's tiles < 2^32 (kMaxOutputElements)
+    const uint32_t band_tiles = kBandRowBlocks * col_blocks_;
+    const uint32_t band = local / band_tiles;
     const uint32_t band_rb0 = band * kBandRowBlocks;
     const uint32_t band_rows = min_u32(kBandRowBlocks, row_blocks_ - band_rb0);  // last band may be short
-    const uint32_t in_band = uint32_t(local - band * band_tiles);
+    const uint32_t in_band = local - band * band_tiles;
     const uint32_t rb = band_rb0 + in_band % band_rows;
     uint32_t cb = in_band / band_rows;
     // Segment of the column block (scalars, not an indexed array: device

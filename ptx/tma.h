@@ -66,6 +66,19 @@ GGEMM_DEVICE void tma_load_2d(void *smem_dst, const CUtensorMap *map, uint64_t *
       : "memory");
 }
 
+// cp.async.bulk.tensor.2d ... .multicast::cluster — as tma_load_2d, but the
+// box lands at the same shared-memory offset in every CTA of the cluster
+// whose bit is set in `cta_mask`, completing its bytes on each one's barrier
+// at `bar`'s offset (sm_90a and later).
+GGEMM_DEVICE void tma_load_2d_multicast(void *smem_dst, const CUtensorMap *map, uint64_t *bar, int32_t c0,
+                                        int32_t c1, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "h"(cta_mask)
+      : "memory");
+}
+
 // cp.async.bulk.tensor.2d shared -> global, in the calling thread's bulk
 // group. Elements out of the tensor's bounds are not written. The shared
 // memory must have been fenced (fence_proxy_async_shared_cta) by its writers.

@@ -30,6 +30,7 @@ namespace ggemm {
   X(cuKernelGetName, 12030)                \
   X(cuKernelSetAttribute, 12000)           \
   X(cuLaunchKernelEx, 12000)               \
+  X(cuOccupancyMaxActiveClusters, 12000)   \
   X(cuTensorMapEncodeTiled, 12000)
 
 struct Driver {

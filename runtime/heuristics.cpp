@@ -32,8 +32,8 @@ std::string kernel_name(const char *prefix, ggemm_dtype a, ggemm_dtype c, bool t
 
 }  // namespace
 
-std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m) {
-  return kernel_name("ggemm_sm90_grouped_", a, c, transpose_b, tile_m);
+std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m, uint32_t cluster_m) {
+  return kernel_name("ggemm_sm90_grouped_", a, c, transpose_b, tile_m) + (cluster_m == 2 ? "_cl2" : "");
 }
 
 std::string sm100_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m, uint32_t cta_group) {
@@ -117,6 +117,7 @@ uint32_t auto_swizzle(const GroupedShape &s) {
 struct CommonChoice {
   uint32_t tile_m = 0, swizzle_bytes = 0, stages = 0;
   uint32_t cta_group = 1;
+  uint32_t cluster_m = 0;  // as the caller asked: 0 (automatic), 1 or 2
 };
 
 ggemm_status choose_common(const ArchRules &r, const DeviceProps &props, const GroupedShape &shape,
@@ -136,14 +137,19 @@ ggemm_status choose_common(const ArchRules &r, const DeviceProps &props, const G
       return fail(GGEMM_STATUS_INVALID_CONFIG, "config->cta_group = %d: must be 0 (automatic), 1 or 2",
                   o->cta_group);
     c.cta_group = o->cta_group == 2 ? 2 : 1;
-    // cta_group 2 runs in clusters of the pair (cluster_m = 2, implied);
-    // no other cluster shape exists.
-    if ((o->cluster_m > 1 && o->cluster_m != int(c.cta_group)) || o->cluster_n > 1 || o->cluster_m < 0 ||
-        o->cluster_n < 0)
+    // Clusters pair two CTAs along the weight rows (cluster_m 2, cluster_n
+    // 1): on sm_100a that is the cta_group 2 pair (implied by it, and only
+    // with it); on sm_90a two CTAs sharing their token tile by multicast.
+    if (o->cluster_m < 0 || o->cluster_m > 2 || o->cluster_n < 0 || o->cluster_n > 1)
       return fail(GGEMM_STATUS_INVALID_CONFIG,
-                  "config->cluster_m/cluster_n = %d/%d: the %s kernel runs without clusters, or in clusters of "
-                  "the cta_group 2 pair (cluster_m 2, cluster_n 1); 0 = automatic",
+                  "config->cluster_m/cluster_n = %d/%d: the %s kernel runs without clusters or in pairs along "
+                  "the weight rows (cluster_m 2, cluster_n 1); 0 = automatic",
                   o->cluster_m, o->cluster_n, r.name);
+    if (r.arch == Arch::kSm100a && o->cluster_m > 1 && c.cta_group != 2)
+      return fail(GGEMM_STATUS_INVALID_CONFIG,
+                  "config->cluster_m = %d: on sm_100a the pair is the cta_group 2 pair; set cta_group = 2",
+                  o->cluster_m);
+    c.cluster_m = uint32_t(o->cluster_m);
     if (o->tile_n != 0 && o->tile_n != int(kGroupedTileN))
       return fail(GGEMM_STATUS_INVALID_CONFIG, "config->tile_n = %d: the %s kernel's weight tile is 128 rows",
                   o->tile_n, r.name);
@@ -235,6 +241,14 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   c.tile_m = common.tile_m;
   c.swizzle_bytes = common.swizzle_bytes;
   c.stages = common.stages;
+  // Pairs sharing the token tile by multicast exist for the prefill tiles
+  // (ptx/sm90/kernel_table.h). Automatic: none yet (to be measured).
+  if (common.cluster_m == 2 && c.tile_m < GGEMM_SM90_MIN_CLUSTER_TILE_M)
+    return fail(GGEMM_STATUS_INVALID_CONFIG,
+                "config->cluster_m = 2: on sm_90a a pair shares a token tile of 128 or 256 rows; this call's "
+                "tile_m is %u (set tile_m = 128 or 256)",
+                c.tile_m);
+  c.cluster_m = common.cluster_m == 2 ? 2 : 1;
 
   const uint32_t fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin));
   if (fit < 2) return refuse_fit(common, shape, props, fit);

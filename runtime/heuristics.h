@@ -36,6 +36,7 @@ struct Sm90Config {
   uint32_t swizzle_bytes = 0;  // 128, 64, 32; tile_k = swizzle_bytes / 2
   uint32_t stages = 0;
   uint32_t staging_buffers = 1;  // epilogue buffers per consumer warpgroup
+  uint32_t cluster_m = 1;        // 2: two CTAs share the token tile by TMA multicast (tile_m 128, 256)
 };
 
 // Picks (or validates, when `override` is non-NULL) the config for a call.
@@ -43,8 +44,10 @@ struct Sm90Config {
 ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &shape,
                                 const ggemm_config *override, Sm90Config *out);
 
-// The kernel's entry-point name for a config (ptx/sm90/kernel_table.h).
-std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m);
+// The kernel's entry-point name for a config (ptx/sm90/kernel_table.h;
+// "_cl2" appended for cluster_m 2).
+std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m,
+                             uint32_t cluster_m = 1);
 
 struct Sm100Config {
   uint32_t tile_m = 0;         // tokens per tile (tcgen05.mma N)

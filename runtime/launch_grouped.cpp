@@ -36,14 +36,17 @@ struct ArchKernel {
   uint32_t smem_bytes = 0;      // dynamic shared memory
   uint32_t out_box_tokens = 0;  // rows of the output views' TMA box
   uint32_t cta_group = 1;       // sm_100a: 2 = clusters of two CTAs sharing each MMA
-  uint32_t tokens_box_rows = 0; // rows of the activations' TMA box: tile_m / cta_group
+  // CTAs per cluster: sm_100a's cta_group, sm_90a's cluster_m (a pair
+  // sharing its token tile). A cluster walks pair tiles of 256 weight rows.
+  uint32_t cluster_size = 1;
+  uint32_t tokens_box_rows = 0; // rows of the activations' TMA box: tile_m / cluster_size
 };
 
 ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, const GroupedLaunch &a, ArchKernel *k) {
   Sm90Config cfg;
   GGEMM_TRY(choose_sm90_config(props, shape, a.config, &cfg));
   k->arch = "sm_90a";
-  k->name = sm90_kernel_name(a.in_dtype, a.out_dtype, a.transpose_b, cfg.tile_m);
+  k->name = sm90_kernel_name(a.in_dtype, a.out_dtype, a.transpose_b, cfg.tile_m, cfg.cluster_m);
   k->tile_m = cfg.tile_m;
   k->tile_n = cfg.tile_n;
   k->swizzle_bytes = cfg.swizzle_bytes;
@@ -54,7 +57,8 @@ ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, cons
                                          cfg.staging_buffers)
                       .total_bytes();
   k->out_box_tokens = sm90::sm90_epilogue_stage_tokens(cfg.tile_m);
-  k->tokens_box_rows = cfg.tile_m;
+  k->cluster_size = cfg.cluster_m;
+  k->tokens_box_rows = cfg.tile_m / cfg.cluster_m;  // each CTA of a pair loads (and multicasts) half
   return GGEMM_STATUS_SUCCESS;
 }
 
@@ -66,6 +70,7 @@ ggemm_status plan_sm100(const DeviceProps &props, const GroupedShape &shape, con
   k->tile_m = cfg.tile_m;
   k->tile_n = sm100::kTileN;  // each CTA's weight rows (and TMA box), whatever the cta_group
   k->cta_group = cfg.cta_group;
+  k->cluster_size = cfg.cta_group;
   k->tokens_box_rows = cfg.tile_m / cfg.cta_group;
   k->swizzle_bytes = cfg.swizzle_bytes;
   k->stages = cfg.stages;
@@ -97,9 +102,9 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
                                tma_swizzle_for_bytes(k.swizzle_bytes)},
                               &p.tmap_tokens));
   // K-major weights narrower than a tile (LoRA shrink's 3R rows) load only
-  // their rows; a cta_group 2 pair always loads 128 per CTA.
+  // their rows; each CTA of a pair loads 128 (its share may lie past N).
   const uint32_t weights_box_rows =
-      a.transpose_b && k.cta_group == 1 && a.n < int64_t(k.tile_n) ? uint32_t((a.n + 7) / 8 * 8) : k.tile_n;
+      a.transpose_b && k.cluster_size == 1 && a.n < int64_t(k.tile_n) ? uint32_t((a.n + 7) / 8 * 8) : k.tile_n;
   if (a.transpose_b) {
     GGEMM_TRY(encode_tensor_map(drv,
                                 {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
@@ -176,33 +181,11 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   GroupedGemmParams p;
   GGEMM_TRY(fill_params(drv, a, k, span_segments, &p));
 
-  // Persistent grid: one CTA per SM, fewer when the host's bound on the
-  // tile count (row_block_bound) is smaller.
-  const int64_t row_blocks = row_block_bound(shape, k.tile_m);
-  // With cta_group 2 the pairs walk tiles of 256 weight rows, so the grid
-  // is twice the pair bound, in whole pairs.
-  const int64_t pair_col_blocks = k.cta_group == 2 ? (col_blocks + 1) / 2 + 2 : col_blocks;  // + 2: segment ends
-  const int64_t clusters = std::max<int64_t>(
-      1, std::min<int64_t>(dev.props().sm_count / k.cta_group, row_blocks * pair_col_blocks));
-  const int64_t grid = clusters * k.cta_group;
-
   CUkernel kernel = nullptr;
   GGEMM_TRY(dev.kernel(k.name, &kernel));
-
-  if (debug_enabled()) {
-    std::fprintf(stderr,
-                 "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | "
-                 "%s kernel %s | tile %ux%ux%u stages %u swizzle %uB staging x%u | grid %lld x %u threads, "
-                 "%u B smem\n",
-                 a.op, (long long)a.m, (long long)a.n, (long long)a.k, (long long)a.num_experts,
-                 (long long)a.num_groups, dtype_name(a.in_dtype), dtype_name(a.out_dtype),
-                 a.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)a.split0, (long long)a.split1,
-                 a.a_planes ? " planes" : "", k.arch, k.name.c_str(), k.tile_m, k.tile_n, k.swizzle_bytes / 2,
-                 k.stages, k.swizzle_bytes, k.staging_buffers, (long long)grid, k.threads, k.smem_bytes);
-  }
+  const CUfunction function = reinterpret_cast<CUfunction>(kernel);
 
   CUlaunchConfig lc{};
-  lc.gridDimX = uint32_t(grid);
   lc.gridDimY = lc.gridDimZ = 1;
   lc.blockDimX = k.threads;
   lc.blockDimY = lc.blockDimZ = 1;
@@ -210,14 +193,47 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   lc.hStream = stream;
   CUlaunchAttribute cluster{};
   cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim.x = k.cta_group;
+  cluster.value.clusterDim.x = k.cluster_size;
   cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
-  lc.attrs = k.cta_group == 2 ? &cluster : nullptr;
-  lc.numAttrs = k.cta_group == 2 ? 1 : 0;
-  void *params[] = {&p};
+  lc.attrs = k.cluster_size > 1 ? &cluster : nullptr;
+  lc.numAttrs = k.cluster_size > 1 ? 1 : 0;
   Device::ScopedContext ctx(dev);
   GGEMM_TRY(ctx.status());
-  GGEMM_CU(drv, cuLaunchKernelEx(&lc, reinterpret_cast<CUfunction>(kernel), params, nullptr));
+
+  // Persistent grid: one CTA per SM, fewer when the host's bound on the
+  // tile count (row_block_bound) is smaller. Clusters walk pair tiles of 256
+  // weight rows, so the bound counts those, in whole clusters; and not every
+  // SM finds a partner (the GPCs hold different numbers of SMs), so the grid
+  // has no more clusters than run at once — a persistent cluster launched
+  // after the others would double the tail.
+  const int64_t row_blocks = row_block_bound(shape, k.tile_m);
+  const int64_t pair_col_blocks = k.cluster_size == 2 ? (col_blocks + 1) / 2 + 2 : col_blocks;  // + 2: segment ends
+  int64_t max_clusters = dev.props().sm_count / k.cluster_size;
+  if (k.cluster_size > 1) {
+    lc.gridDimX = uint32_t(max_clusters * k.cluster_size);
+    int resident = 0;
+    GGEMM_CU(drv, cuOccupancyMaxActiveClusters(&resident, function, &lc));
+    if (resident > 0) max_clusters = std::min<int64_t>(max_clusters, resident);
+  }
+  const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(max_clusters, row_blocks * pair_col_blocks));
+  const int64_t grid = clusters * k.cluster_size;
+  lc.gridDimX = uint32_t(grid);
+
+  if (debug_enabled()) {
+    std::fprintf(stderr,
+                 "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | "
+                 "%s kernel %s | tile %ux%ux%u stages %u swizzle %uB staging x%u | grid %lld x %u threads "
+                 "(clusters of %u), %u B smem\n",
+                 a.op, (long long)a.m, (long long)a.n, (long long)a.k, (long long)a.num_experts,
+                 (long long)a.num_groups, dtype_name(a.in_dtype), dtype_name(a.out_dtype),
+                 a.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)a.split0, (long long)a.split1,
+                 a.a_planes ? " planes" : "", k.arch, k.name.c_str(), k.tile_m, k.tile_n, k.swizzle_bytes / 2,
+                 k.stages, k.swizzle_bytes, k.staging_buffers, (long long)grid, k.threads, k.cluster_size,
+                 k.smem_bytes);
+  }
+
+  void *params[] = {&p};
+  GGEMM_CU(drv, cuLaunchKernelEx(&lc, function, params, nullptr));
   return GGEMM_STATUS_SUCCESS;
 }
 

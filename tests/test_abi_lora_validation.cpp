@@ -157,6 +157,15 @@ TEST(LoraShrinkAbiValidation, WeightElementCountOverflow) {
   expect_valid(a);
 }
 
+TEST(LoraShrinkAbiValidation, OutputPast2To42Elements) {
+  auto a = valid_shrink();
+  a.m = (int64_t(1) << 31) - 1;
+  a.rank = 1024;  // P: 3 * 1024 columns, 2^42.6 elements
+  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "rank");
+  a.rank = 512;  // 2^41.6
+  expect_valid(a);
+}
+
 TEST(LoraShrinkAbiValidation, KAndRank) {
   struct Field {
     const char *name;
@@ -324,6 +333,15 @@ TEST(LoraExpandAbiValidation, ValidArgsReachTheHandleCheck) {
   EXPECT_TRUE(names_arg(ggemm_last_error_message(), "handle")) << ggemm_last_error_message();
   auto a = valid_expand();
   a.accumulate = 0;
+  expect_valid(a);
+}
+
+TEST(LoraExpandAbiValidation, OutputPast2To42Elements) {
+  auto a = valid_expand();
+  a.m = int64_t(1) << 29;
+  a.q_dim = 8192, a.kv_dim = 1024;  // 2^29 x 10240: past 2^42
+  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "q_dim");
+  a.q_dim = 4096;  // 2^29 x 6144: under
   expect_valid(a);
 }
 

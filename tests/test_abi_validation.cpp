@@ -250,6 +250,17 @@ TEST(AbiValidation, PlanesTripleMPast2To31) {
   expect_valid(a);
 }
 
+TEST(AbiValidation, OutputPast2To42Elements) {
+  // The tile walk counts a group's tiles in 32 bits (kMaxOutputElements).
+  auto a = valid_args();
+  a.m = (int64_t(1) << 31) - 1;
+  a.n = int64_t(1) << 12;  // 2^43 - 2^12 outputs
+  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "m");
+  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "n");
+  a.n = int64_t(1) << 11;  // just under 2^42
+  expect_valid(a);
+}
+
 TEST(AbiValidation, WeightElementCountOverflow) {
   auto a = valid_args();
   a.num_experts = (int64_t(1) << 31) - 1;

@@ -33,6 +33,7 @@ struct Case {
   int64_t unowned_rows = 5;  // rows of C after the last group: never written
   int64_t active = -1;       // expert_usage_stats[1]; -1 = all groups
   int tile_m = 0, swizzle = 0, stages = 0;  // config override (0 = auto)
+  int cluster_m = 0;                         // config override: 2 = pairs sharing the token tile
 };
 
 std::ostream &operator<<(std::ostream &os, const Case &c) { return os << c.name; }
@@ -151,6 +152,7 @@ ggemm_config make_config(const Case &c) {
   cfg.tile_m = c.tile_m;
   cfg.a_swizzle = cfg.b_swizzle = c.swizzle;
   cfg.stages = c.stages;
+  cfg.cluster_m = c.cluster_m;
   return cfg;
 }
 
@@ -165,7 +167,7 @@ TEST_P(GroupedMatmulGpu, MatchesReference) {
   Problem p(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(p));
   const ggemm_config cfg = make_config(c);
-  const bool override = c.tile_m || c.swizzle || c.stages;
+  const bool override = c.tile_m || c.swizzle || c.stages || c.cluster_m;
   ggemm_grouped_matmul_args dev = p.args(true, override ? &cfg : nullptr);
   GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
   CUDA_OK(cudaGetLastError());
@@ -293,6 +295,55 @@ std::vector<Case> cases() {
       c.k = 200;
       c.transpose_b = tb;
       c.tile_m = tm;
+      add(c);
+    }
+  // Pairs sharing their token tile through TMA multicast (cluster_m 2): odd
+  // column-block counts (the second CTA's share of the last pair tile is
+  // empty), inactive groups, segment splits with activation planes, both
+  // layouts, every epilogue and output dtype the pair kernels have.
+  for (bool tb : {true, false})
+    for (int tm : {128, 256}) {
+      Case c;
+      c.name = std::string("cluster2_tile_m") + std::to_string(tm) + (tb ? "_kmajor" : "_mnmajor");
+      c.rows = {5, 300, 0, 17, 600, 130};
+      c.experts = {0, 1, 2, -1, 3, 1};
+      c.n = 392;  // 4 column blocks, the last partial: pair tiles [0, 256) and [256, 392)
+      c.k = 520;
+      c.transpose_b = tb;
+      c.tile_m = tm;
+      c.cluster_m = 2;
+      add(c);
+    }
+  {
+    Case c{"cluster2_n136_second_share_partial"};
+    c.rows = {129, 77, 256};
+    c.n = 136;
+    c.k = 64;
+    c.tile_m = 128;
+    c.cluster_m = 2;
+    add(c);
+  }
+  for (bool tb : {true, false}) {
+    Case c{std::string("cluster2_planes") + (tb ? "_kmajor" : "_mnmajor"), {37, 300, 5}, {}, 584, 128, 3,
+           GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, tb, 328, 456};
+    c.tile_m = 128;
+    c.cluster_m = 2;
+    add(c);
+  }
+  for (ggemm_dtype out : {GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
+    for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE}) {
+      Case c;
+      c.name = std::string("cluster2_") +
+               (e == GGEMM_EPILOGUE_ACCUMULATE ? "accumulate_" : e == GGEMM_EPILOGUE_ROW_SCALE ? "row_scale_" : "store_") +
+               dtype_label(out);
+      c.rows = {27, 400, 0, 150};
+      c.experts = {0, 1, 2, -1};
+      c.n = 640;
+      c.k = 256;
+      c.out = out;
+      c.epilogue = e;
+      c.tile_m = 128;
+      c.cluster_m = 2;
       add(c);
     }
   // Swizzle / tile_k overrides and a shallow pipeline.

@@ -15,7 +15,7 @@
 
 #include "ggemm.h"
 #include "ptx/routing_check.h"
-#include "ptx/sm100/cluster_tiles.h"
+#include "ptx/cluster_tiles.h"
 #include "ptx/tile_scheduler.h"
 
 namespace ggemm {
@@ -168,7 +168,7 @@ void check_launch(const Routing &r, uint32_t tile_m, uint32_t grid) {
   }
 }
 
-// One simulated sm_100a launch (ptx/sm100/cluster_tiles.h): clusters of
+// One simulated sm_100a launch (ptx/cluster_tiles.h): clusters of
 // cta_group CTAs walk pair tiles of 128 * cta_group weight rows; every CTA
 // runs its own scheduler, as on the device. Checks that the CTAs of a cluster
 // agree on every pair tile, that pair tiles are aligned and maximal within
@@ -176,7 +176,7 @@ void check_launch(const Routing &r, uint32_t tile_m, uint32_t grid) {
 void check_cluster_launch(const Routing &r, uint32_t tile_m, uint32_t grid, uint32_t cta_group) {
   SCOPED_TRACE(::testing::Message() << r.name << ": sm_100a cta_group " << cta_group << ", tile_m " << tile_m
                                     << ", grid " << grid);
-  const uint32_t pair_n = sm100::kRowsPerCta * cta_group;
+  const uint32_t pair_n = kRowsPerCta * cta_group;
   const GroupedProblem prob = problem_of(r);
   const uint32_t active = clamped_active(r);
   const uint64_t elems = uint64_t(r.m) * r.n;
@@ -194,7 +194,7 @@ void check_cluster_launch(const Routing &r, uint32_t tile_m, uint32_t grid, uint
     std::vector<GroupedTile> seq[2];
     for (uint32_t rank = 0; rank < cta_group; ++rank) {
       GroupedTileScheduler sched(prob, tile_m, pair_n);  // one per CTA
-      const sm100::ClusterWalk walk = sm100::cluster_walk(cluster * cta_group + rank, grid, cta_group);
+      const ClusterWalk walk = cluster_walk(cluster * cta_group + rank, grid, cta_group);
       GroupedTile tile;
       for (uint64_t t = walk.first; sched.next(t, &tile); t += walk.stride) {
         if (seq[rank].size() > elems) {
@@ -222,12 +222,12 @@ void check_cluster_launch(const Routing &r, uint32_t tile_m, uint32_t grid, uint
       if ((pair.col0 - s_start) % pair_n != 0 || pair.cols != std::min(pair_n, s_end - pair.col0))
         fail_once("pair tile not aligned to its segment or not maximal: " + d);
       for (uint32_t rank = 0; rank < cta_group; ++rank) {
-        const GroupedTile share = sm100::cta_share(pair, rank);
+        const GroupedTile share = cta_share(pair, rank);
         if (share.cols == 0) {  // past the pair tile's end: joins the MMA, writes nothing
-          if (rank * sm100::kRowsPerCta < pair.cols) fail_once("CTA " + std::to_string(rank) + " got no share of " + d);
+          if (rank * kRowsPerCta < pair.cols) fail_once("CTA " + std::to_string(rank) + " got no share of " + d);
           continue;
         }
-        if (share.cols > sm100::kRowsPerCta || share.col0 < pair.col0 ||
+        if (share.cols > kRowsPerCta || share.col0 < pair.col0 ||
             share.col0 + share.cols > pair.col0 + pair.cols)
           fail_once("CTA " + std::to_string(rank) + "'s share leaves its pair tile: " + d);
         if (uint64_t(share.row0) + share.rows > r.m || uint64_t(share.col0) + share.cols > r.n) {

@@ -282,9 +282,29 @@ TEST(ChooseSm90Config, RefusesCtaGroup2) {
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"cta_group", "sm_100a"});
 }
 
-TEST(ChooseSm90Config, RefusesClusters) {
+TEST(ChooseSm90Config, PairsShareTheTokenTileOfPrefillTiles) {
+  // cluster_m 2: two CTAs along the weight rows share a 128- or 256-token
+  // tile by multicast.
   ggemm_config o = blank_config();
   o.cluster_m = 2;
+  Sm90Config cfg;
+  ASSERT_EQ(choose_sm90_config(h200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.tile_m, 128u);
+  EXPECT_EQ(cfg.cluster_m, 2u);
+  EXPECT_EQ(cfg.stages, expected_stages(128, 128, 2, 232448));  // each CTA's layout is unchanged
+  o.tile_m = 256;
+  ASSERT_EQ(choose_sm90_config(h200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.cluster_m, 2u);
+  // Automatic: no clusters.
+  ASSERT_EQ(choose_sm90_config(h200(), shape(), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.cluster_m, 1u);
+  // Smaller token tiles have no pair kernel.
+  o.tile_m = 64;
+  expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cluster_m = 2", "tile_m is 64"});
+  o = blank_config();
+  o.cluster_m = 2;
+  expect_refused(o, shape(16), GGEMM_STATUS_INVALID_CONFIG, {"config->cluster_m = 2", "tile_m is 16"});
+  o.cluster_m = 4;
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"cluster_m"});
   o = blank_config();
   o.cluster_n = 2;
@@ -438,8 +458,9 @@ TEST(ChooseSm90Config, HonoursValidOverridesExactly) {
 // no CUDA header is needed.
 #define GGEMM_TEST_STR2(x) #x
 #define GGEMM_TEST_STR(x) GGEMM_TEST_STR2(x)
-#define GGEMM_TEST_COLLECT_NAME(E, EN, O, ON, L, LN, TM) \
-  names.insert("ggemm_sm90_grouped_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_" GGEMM_TEST_STR(LN) "_m" GGEMM_TEST_STR(TM));
+#define GGEMM_TEST_COLLECT_NAME(E, EN, O, ON, L, LN, TM, CL, SUF)                                            \
+  names.insert("ggemm_sm90_grouped_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_" GGEMM_TEST_STR(LN) "_m" GGEMM_TEST_STR( \
+      TM) GGEMM_TEST_STR(SUF));
 
 std::set<std::string> table_names() {
   std::set<std::string> names;
@@ -459,25 +480,29 @@ TEST(Sm90KernelNames, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) {
   for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
     for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
       for (bool transpose_b : {true, false})
-        for (int tile_m : {0, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512}) {
-          GroupedShape s = shape(4096, 4096, transpose_b, c);
-          s.a_dtype = a;
-          ggemm_config o = blank_config();
-          o.tile_m = tile_m;
-          Sm90Config cfg;
-          if (choose_sm90_config(h200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
-          const std::string name = sm90_kernel_name(a, c, transpose_b, cfg.tile_m);
-          EXPECT_EQ(table.count(name), 1u) << "config accepted but no kernel: " << name;
-          // And the right one of the table's entries: operand then output
-          // dtype, K-major exactly when B is [E, N, K] (transpose_b).
-          const std::string want = std::string("ggemm_sm90_grouped_") + label(a) + "_" + label(c) + "_" +
-                                   (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m);
-          EXPECT_EQ(name, want);
-          reached.insert(name);
-        }
+        for (int tile_m : {0, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512})
+          for (int cluster_m : {0, 1, 2}) {
+            GroupedShape s = shape(4096, 4096, transpose_b, c);
+            s.a_dtype = a;
+            ggemm_config o = blank_config();
+            o.tile_m = tile_m;
+            o.cluster_m = cluster_m;
+            Sm90Config cfg;
+            if (choose_sm90_config(h200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
+            const std::string name = sm90_kernel_name(a, c, transpose_b, cfg.tile_m, cfg.cluster_m);
+            EXPECT_EQ(table.count(name), 1u) << "config accepted but no kernel: " << name;
+            // And the right one of the table's entries: operand then output
+            // dtype, K-major exactly when B is [E, N, K] (transpose_b).
+            const std::string want = std::string("ggemm_sm90_grouped_") + label(a) + "_" + label(c) + "_" +
+                                     (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m) +
+                                     (cluster_m == 2 ? "_cl2" : "");
+            EXPECT_EQ(name, want);
+            reached.insert(name);
+          }
   for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no accepted config reaches: " << n;
-  // 2 operand dtypes x 2 layouts x (5 + 5 + 4 tile_m over bf16/fp16/fp32 out).
-  EXPECT_EQ(table.size(), 56u);
+  // 2 operand dtypes x 2 layouts x (5 + 5 + 4 tile_m over bf16/fp16/fp32
+  // out, plus the pairs: 2 + 2 + 1).
+  EXPECT_EQ(table.size(), 76u);
 }
 
 
@@ -665,7 +690,7 @@ TEST(ChooseSm100Config, CtaGroup2OnRequest) {
   o.cluster_m = 2;
   EXPECT_EQ(choose_sm100_config(b200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   o.cta_group = 1;
-  expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cluster_m/cluster_n = 2/0"});
+  expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cluster_m = 2", "cta_group = 2"});
   // tile_m 16 cannot be split between the pair.
   o = blank_config();
   o.cta_group = 2;

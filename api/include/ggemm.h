@@ -141,7 +141,10 @@ typedef struct ggemm_config {
                          sm_100a: 128 (tcgen05.mma M) */
   int mma_n;          /* equal to tile_m */
   int mma_k;          /* 16 */
-  int cluster_m;      /* 1; 2 with cta_group 2 (implied by it) */
+  int cluster_m;      /* 0 = automatic (1); 2 = two CTAs along the weight rows
+                         sharing one token tile: on sm_100a the cta_group 2
+                         pair (implied by it), on sm_90a a pair loading the
+                         tokens once by TMA multicast (tile_m 128 or 256) */
   int cluster_n;      /* 1 */
   int cta_group;      /* 1; 2 (a cluster of two SMs sharing each MMA over 256
                          weight rows, tile_m 32 or more) is sm_100a only;
@@ -168,7 +171,8 @@ typedef struct ggemm_grouped_matmul_args {
   ggemm_dtype c_dtype; /* bf16, fp16 or fp32 */
 
   int64_t m;           /* rows of C (tokens); 0 is a no-op (matrices may then be NULL) */
-  int64_t n;           /* columns of C; a multiple of 8 */
+  int64_t n;           /* columns of C; a multiple of 8. m, n, k < 2^31 and
+                          m * n <= 2^42 (INVALID_DIMENSION otherwise) */
   int64_t k;           /* reduction depth; a multiple of 8 */
   int64_t num_experts; /* E, the first dimension of B */
 
@@ -212,7 +216,7 @@ typedef struct ggemm_lora_shrink_qkv_args {
 
   int64_t m;            /* tokens; 0 is a no-op */
   int64_t k;            /* hidden size; a multiple of 8 */
-  int64_t rank;         /* R; a multiple of 8 */
+  int64_t rank;         /* R; a multiple of 8; m * 3R <= 2^42 */
   int64_t num_adapters; /* G, the first dimension of lora_a */
 
   const void *x;      /* [M, K] */
@@ -252,7 +256,7 @@ typedef struct ggemm_lora_expand_qkv_args {
   int64_t m;            /* tokens; 0 is a no-op */
   int64_t rank;         /* R; a multiple of 8 */
   int64_t q_dim;        /* a multiple of 8 */
-  int64_t kv_dim;       /* a multiple of 8 */
+  int64_t kv_dim;       /* a multiple of 8; m * (q_dim + 2 kv_dim) <= 2^42 */
   int64_t num_adapters; /* G, the first dimension of lora_b */
 
   const void *p;      /* [3, M, R], as ggemm_lora_shrink_qkv writes it */

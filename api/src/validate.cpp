@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ptx/tile_scheduler.h"
 #include "runtime/status.h"
 
 namespace ggemm {
@@ -53,6 +54,17 @@ ggemm_status check_output_dtype(ggemm_dtype t, const char *name) {
 ggemm_status check_rows(int64_t m) {
   if (m < 0 || m >= kMaxDim)
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "m = %lld: must be in [0, 2^31)", (long long)m);
+  return GGEMM_STATUS_SUCCESS;
+}
+
+// m x n outputs of one launch: the kernels' tile walk counts a group's tiles
+// in 32 bits, which holds up to kMaxOutputElements (ptx/tile_scheduler.h).
+ggemm_status check_output_elements(int64_t m, int64_t n, const char *n_name, int64_t n_value, const char *output) {
+  if (m > 0 && uint64_t(m) * uint64_t(n) > kMaxOutputElements)
+    return fail(GGEMM_STATUS_INVALID_DIMENSION,
+                "m = %lld and %s = %lld: %s would have %lld x %lld elements, more than the 2^42 (8 TiB of bf16) "
+                "one call supports",
+                (long long)m, n_name, (long long)n_value, output, (long long)m, (long long)n);
   return GGEMM_STATUS_SUCCESS;
 }
 
@@ -126,6 +138,7 @@ ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *a) {
       return fail(GGEMM_STATUS_INVALID_DIMENSION, "m = %lld: with plane splits A has 3 * m rows, past 2^31",
                   (long long)a->m);
   }
+  GGEMM_TRY(check_output_elements(a->m, a->n, "n", a->n, "C"));
   // B's size in bytes must be addressable (E * N * K <= 2^61 elements).
   if (a->num_experts > (int64_t(1) << 61) / (a->n * a->k))
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "num_experts * n * k = %lld * %lld * %lld overflows",
@@ -158,6 +171,7 @@ ggemm_status validate_lora_shrink_args(const ggemm_lora_shrink_qkv_args *a) {
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "rank = %lld: 3 * rank must be below 2^31", (long long)a->rank);
   if (a->num_adapters > (int64_t(1) << 61) / (3 * a->rank * a->k))
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "num_adapters * 3 * rank * k overflows");
+  GGEMM_TRY(check_output_elements(a->m, 3 * a->rank, "rank", a->rank, "P"));
   GGEMM_TRY(check_scale_and_mode(a->scale, a->accumulate));
   GGEMM_TRY(check_groups(a->m, a->a_offsets, a->adapter_ids, "adapter_ids", a->expert_usage_stats, a->num_groups,
                          a->max_rows_per_group));
@@ -187,6 +201,7 @@ ggemm_status validate_lora_expand_args(const ggemm_lora_expand_qkv_args *a) {
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "q_dim + 2 * kv_dim = %lld: must be below 2^31", (long long)n);
   if (a->num_adapters > (int64_t(1) << 61) / (n * a->rank))
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "num_adapters * (q_dim + 2 * kv_dim) * rank overflows");
+  GGEMM_TRY(check_output_elements(a->m, n, "q_dim + 2 * kv_dim", n, "the Q/K/V outputs"));
   GGEMM_TRY(check_scale_and_mode(a->scale, a->accumulate));
   GGEMM_TRY(check_groups(a->m, a->a_offsets, a->adapter_ids, "adapter_ids", a->expert_usage_stats, a->num_groups,
                          a->max_rows_per_group));

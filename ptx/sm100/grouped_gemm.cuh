@@ -26,7 +26,7 @@
 //              run into the other buffer while this one drains.
 //
 // cta_group 2 (CtaGroup = 2, a cluster of two CTAs): the pair walks tiles of
-// 256 weight rows (ptx/sm100/cluster_tiles.h). Each CTA loads its own 128
+// 256 weight rows (ptx/cluster_tiles.h). Each CTA loads its own 128
 // weight rows and half of the tokens, both loads completing on the leader's
 // (rank 0's) full barrier; the leader's MMA thread issues
 // tcgen05.mma.cta_group::2 (M 256), whose commits arrive on both CTAs'
@@ -43,7 +43,7 @@
 #include "../routing_check.h"
 #include "../tile_scheduler.h"
 #include "../tma.h"
-#include "cluster_tiles.h"
+#include "../cluster_tiles.h"
 #include "smem_layout.h"
 #include "tcgen05.h"
 #include "umma_desc.h"
@@ -354,7 +354,7 @@ struct GroupedGemmSm100 {
       // it back to the MMA thread (the leader's) for the tile after next.
       tcgen05_fence_before_thread_sync();
       if constexpr (CtaGroup == 2) {
-        ptx::mbarrier_arrive_cluster(ptx::map_shared_to_rank(&b.acc_empty[acc.stage], 0));
+        ptx::mbarrier_arrive_remote(ptx::map_shared_to_rank(&b.acc_empty[acc.stage], 0));
       } else {
         ptx::mbarrier_arrive(&b.acc_empty[acc.stage]);
       }

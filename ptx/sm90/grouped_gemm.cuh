@@ -13,10 +13,19 @@
 //                stmatrix.trans into a 128B-swizzled staging tile, then a TMA
 //                store when the tile is whole, or masked 16-byte stores at
 //                group and segment edges and for read-modify-write epilogues.
+//
+// ClusterM = 2: clusters of two CTAs walk pair tiles of 256 features and one
+// token tile (ptx/cluster_tiles.h). Each CTA loads its own 128 weight rows
+// and half of the token tile, multicast into both CTAs' shared memory, so
+// the pair reads the shared tokens from L2 once instead of twice. A stage
+// is free when the consumers of both CTAs have released it: each consumer
+// warpgroup arrives on the empty barrier of both.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "../cluster.h"
+#include "../cluster_tiles.h"
 #include "../grouped_params.h"
 #include "../mbarrier.h"
 #include "../pipeline.h"
@@ -56,8 +65,11 @@ GGEMM_DEVICE uint32_t swizzle128_offset(uint32_t row, uint32_t chunk) {
   return row * 128 + ((chunk ^ (row & 7)) << 4);
 }
 
-template <typename Elem, typename Out, int TileM, WeightLayout Layout>
+template <typename Elem, typename Out, int TileM, WeightLayout Layout, int ClusterM = 1>
 struct GroupedGemmSm90 {
+  static_assert(ClusterM == 1 || (ClusterM == 2 && TileM >= 32), "clusters of 1, or pairs splitting >= 32 tokens");
+  static constexpr uint32_t kPairTileN = kTileN * ClusterM;  // features a cluster's tile covers
+  static constexpr uint32_t kTokensPerCta = TileM / ClusterM;  // token rows each CTA loads (and multicasts)
   static_assert(TileM % 16 == 0 && TileM >= 16 && TileM <= 256 && !(sizeof(Out) == 4 && TileM > 128),
                 "tile_m is the wgmma N (16..256, step 16 for stmatrix x4); fp32 output stops at 128");
   static constexpr int kAccRegs = TileM / 2;  // m64nNk16 f32: N/2 per thread
@@ -92,8 +104,8 @@ struct GroupedGemmSm90 {
     const uint32_t warpgroup = threadIdx.x / 128;
     if (threadIdx.x == 0) {
       for (uint32_t s = 0; s < p.stages; ++s) {
-        ptx::mbarrier_init(&full[s], 1);                     // the producer's expect_tx
-        ptx::mbarrier_init(&empty[s], kConsumerWarpgroups);  // one arrival per consumer
+        ptx::mbarrier_init(&full[s], 1);                                // the producer's expect_tx
+        ptx::mbarrier_init(&empty[s], kConsumerWarpgroups * ClusterM);  // each consumer of the cluster
       }
       for (uint32_t w = 0; w < kConsumerWarpgroups; ++w) ptx::mbarrier_init(&c_loaded[w], 1);
       ptx::fence_mbarrier_init();
@@ -109,7 +121,9 @@ struct GroupedGemmSm90 {
     // need). CTA 0 starts about one memory latency later; only in checked
     // mode.
     if (p.device_status && blockIdx.x == 0 && threadIdx.x / 32 == 2) check_routing_warp(p);
-    __syncthreads();
+    // The barriers' inits (and, in a cluster, the peer's) are visible before
+    // any TMA or remote arrival can reach them.
+    sync_cta_or_cluster();
 
     if (warpgroup == 0) {
       ptx::setmaxnreg_dec<kProducerRegs>();
@@ -128,6 +142,35 @@ struct GroupedGemmSm90 {
         default: consume<32>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
       }
     }
+    if constexpr (ClusterM > 1) {
+      // The peer's consumers arrive on this CTA's empty barriers until their
+      // last stage: neither CTA leaves while the other may still do so.
+      __syncwarp();
+      ptx::cluster_sync();
+    }
+  }
+
+  GGEMM_DEVICE static void sync_cta_or_cluster() {
+    if constexpr (ClusterM > 1) {
+      ptx::cluster_sync();
+    } else {
+      __syncthreads();
+    }
+  }
+
+  // The cluster's walk (cluster_walk in ptx/cluster_tiles.h), read from the
+  // special registers at each use: at tile_m 256 the consumers have no
+  // register to keep a 64-bit stride in.
+  GGEMM_DEVICE static uint32_t first_tile() { return blockIdx.x / ClusterM; }
+  GGEMM_DEVICE static uint32_t tile_stride() { return gridDim.x / ClusterM; }
+
+  // This CTA's rank in its cluster (0 without clusters).
+  GGEMM_DEVICE static uint32_t rank() {
+    if constexpr (ClusterM > 1) {
+      return ptx::cluster_ctarank();
+    } else {
+      return 0;
+    }
   }
 
   // ---- producer: one thread ------------------------------------------------
@@ -138,12 +181,16 @@ struct GroupedGemmSm90 {
     const uint32_t weights_bytes =
         Layout == WeightLayout::kKMajor ? p.weights_box_rows * p.swizzle_bytes : layout.weights_stage_bytes;
     const uint32_t stage_bytes = weights_bytes + layout.tokens_stage_bytes;
-    GroupedTileScheduler sched(grouped_problem(p), TileM, kTileN);
+    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
+    const uint32_t r = rank();
     Pipeline pipe;
-    GroupedTile tile;
-    for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
-      if (tile.expert < 0) continue;  // inactive group: nothing to load
-      const int32_t token_row = int32_t(tile.row0 + (p.a_planes ? tile.segment * p.m : 0));
+    GroupedTile pair;
+    for (uint64_t t = first_tile(); sched.next(t, &pair); t += tile_stride()) {
+      if (pair.expert < 0) continue;  // inactive group: nothing to load
+      const GroupedTile tile = cta_share(pair, r);
+      // This CTA's token rows: all of them, or its half of the pair's.
+      const int32_t token_row =
+          int32_t(tile.row0 + r * kTokensPerCta + (p.a_planes ? tile.segment * p.m : 0));
       for (uint32_t ki = 0; ki < k_iters; ++ki) {
         // A fresh barrier's "previous phase" (parity 1) counts as complete.
         ptx::mbarrier_wait_parity(&empty[pipe.stage], pipe.phase ^ 1);
@@ -158,8 +205,13 @@ struct GroupedGemmSm90 {
             ptx::tma_load_3d(w + half * tile_k * 128, &p.tmap_weights, &full[pipe.stage],
                              int32_t(tile.col0 + half * kFeaturesPerWarpgroup), k0, tile.expert);
         }
-        ptx::tma_load_2d(smem + layout.tokens_offset(pipe.stage), &p.tmap_tokens, &full[pipe.stage], k0,
-                         token_row);
+        uint8_t *x = smem + layout.tokens_offset(pipe.stage);
+        if constexpr (ClusterM > 1) {
+          ptx::tma_load_2d_multicast(x + r * kTokensPerCta * p.swizzle_bytes, &p.tmap_tokens, &full[pipe.stage],
+                                     k0, token_row, uint16_t((1u << ClusterM) - 1));
+        } else {
+          ptx::tma_load_2d(x, &p.tmap_tokens, &full[pipe.stage], k0, token_row);
+        }
         pipe.advance(p.stages);
       }
     }
@@ -172,7 +224,7 @@ struct GroupedGemmSm90 {
     // k_iters and the staging address are recomputed per tile where used:
     // at tile_m 256 the accumulators leave no registers to keep them live.
     const uint32_t tid = threadIdx.x % 128;
-    GroupedTileScheduler sched(grouped_problem(p), TileM, kTileN);
+    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
     Pipeline pipe;
     GroupedTile tile;
     // Zeroed once, before any wgmma: a tile narrower than TileM leaves the
@@ -184,7 +236,8 @@ struct GroupedGemmSm90 {
     uint32_t c_loaded_phase = 0;
     StagingBuffers staging_buffers(p.staging_buffers);
 
-    for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
+    for (uint64_t t = first_tile(); sched.next(t, &tile); t += tile_stride()) {
+      if constexpr (ClusterM > 1) tile = cta_share(tile, rank());
       const bool active = tile.expert >= 0;
       if (active) {
         run_mainloop<Swizzle, TileM>(p, smem, layout, full, empty, cw, tile.rows, pipe, acc);
@@ -230,13 +283,25 @@ struct GroupedGemmSm90 {
       // Keep one group in flight: the previous stage's wgmmas are done now.
       wgmma_wait_group<1>();
       fence_accumulators(acc);
-      if (ki > 0 && threadIdx.x % 128 == 0) ptx::mbarrier_arrive(&empty[prev_stage]);
+      if (ki > 0 && threadIdx.x % 128 == 0) release_stage(&empty[prev_stage]);
       prev_stage = pipe.stage;
       pipe.advance(p.stages);
     }
     wgmma_wait_group<0>();
     fence_accumulators(acc);
-    if (threadIdx.x % 128 == 0) ptx::mbarrier_arrive(&empty[prev_stage]);
+    if (threadIdx.x % 128 == 0) release_stage(&empty[prev_stage]);
+  }
+
+  // One consumer warpgroup is done reading a stage: it may be refilled once
+  // every consumer of the cluster has said so (the peer's producer writes
+  // half of this CTA's tokens).
+  GGEMM_DEVICE static void release_stage(uint64_t *empty) {
+    if constexpr (ClusterM > 1) {
+#pragma unroll
+      for (uint32_t cta = 0; cta < ClusterM; ++cta) ptx::mbarrier_arrive_remote(ptx::map_shared_to_rank(empty, cta));
+    } else {
+      ptx::mbarrier_arrive(empty);
+    }
   }
 
   // The wgmmas of one pipeline stage: tile_k / 16 = Swizzle / 32 k-steps.

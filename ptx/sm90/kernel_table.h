@@ -3,20 +3,24 @@
 // with sm90_kernel_name() (runtime/heuristics.cpp), and a CPU test checks
 // that every config the rules accept names a kernel of this table.
 //
-// X(elem, elem_name, out, out_name, layout, layout_name, tile_m)
+// X(elem, elem_name, out, out_name, layout, layout_name, tile_m, cluster_m, suffix)
 #pragma once
 
 // tile_m 16..128 for every output dtype; 256 only for 16-bit outputs (fp32
 // staging of 256 tokens x 128 features is 128 KB and the m256 fp32 epilogue
-// spills registers).
+// spills registers). Clusters of two (cluster_m 2, suffix _cl2: the pair
+// shares the token tile through TMA multicast) for the prefill tiles, 128
+// and 256, where the token tile is the larger operand.
 #define GGEMM_SM90_FOR_TILE_M_TO_128(X, E, EN, O, ON, L, LN) \
-  X(E, EN, O, ON, L, LN, 16)                                 \
-  X(E, EN, O, ON, L, LN, 32)                                 \
-  X(E, EN, O, ON, L, LN, 64)                                 \
-  X(E, EN, O, ON, L, LN, 128)
+  X(E, EN, O, ON, L, LN, 16, 1, )                            \
+  X(E, EN, O, ON, L, LN, 32, 1, )                            \
+  X(E, EN, O, ON, L, LN, 64, 1, )                            \
+  X(E, EN, O, ON, L, LN, 128, 1, )                           \
+  X(E, EN, O, ON, L, LN, 128, 2, _cl2)
 #define GGEMM_SM90_FOR_TILE_M_TO_256(X, E, EN, O, ON, L, LN) \
   GGEMM_SM90_FOR_TILE_M_TO_128(X, E, EN, O, ON, L, LN)       \
-  X(E, EN, O, ON, L, LN, 256)
+  X(E, EN, O, ON, L, LN, 256, 1, )                           \
+  X(E, EN, O, ON, L, LN, 256, 2, _cl2)
 
 #define GGEMM_SM90_FOR_LAYOUT(X, TILES, E, EN, O, ON)       \
   TILES(X, E, EN, O, ON, ggemm::WeightLayout::kKMajor, kmajor)     \
@@ -37,3 +41,6 @@
 
 // Largest tile_m instantiated for an output of `out_bytes` bytes per element.
 #define GGEMM_SM90_MAX_TILE_M(out_bytes) ((out_bytes) == 4 ? 128 : 256)
+
+// The smallest tile_m with a cluster_m 2 kernel.
+#define GGEMM_SM90_MIN_CLUSTER_TILE_M 128

@@ -5,9 +5,9 @@
 #include "grouped_gemm.cuh"
 #include "kernel_table.h"
 
-#define GGEMM_SM90_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM)                                     \
+#define GGEMM_SM90_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                            \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                    \
-      ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM(const __grid_constant__ ggemm::GroupedGemmParams p) { \
+      ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF(const __grid_constant__ ggemm::GroupedGemmParams p) { \
     using namespace ggemm::sm90;                                                              \
-    GroupedGemmSm90<E, O, TM, L>::run(p);                                                     \
+    GroupedGemmSm90<E, O, TM, L, CL>::run(p);                                                 \
   }

@@ -180,6 +180,9 @@ Verdict model(const ggemm_grouped_matmul_args &a, bool config_given) {
   must(bad_dim(a.k, true), GGEMM_STATUS_INVALID_DIMENSION);
   must(bad_dim(a.num_experts, false), GGEMM_STATUS_INVALID_DIMENSION);
   must(a.max_rows_per_group < 0, GGEMM_STATUS_INVALID_DIMENSION);
+  // C has at most 2^42 elements (the kernels count a group's tiles in 32 bits).
+  if (a.m > 0 && a.m < k2p31 && !bad_dim(a.n, true))
+    must(uint64_t(a.m) * uint64_t(a.n) > (uint64_t(1) << 42), GGEMM_STATUS_INVALID_DIMENSION);
   // B's byte size must be addressable: E * N * K elements at most 2^61.
   if (!bad_dim(a.n, true) && !bad_dim(a.k, true) && !bad_dim(a.num_experts, false)) {
     const unsigned __int128 elems = (unsigned __int128)a.num_experts * uint64_t(a.n) * uint64_t(a.k);
