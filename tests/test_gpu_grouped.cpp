@@ -494,10 +494,18 @@ TEST(GroupedMatmulGpuHostile, MalformedRoutingIsClampedAndReported) {
        GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE | GGEMM_DEVICE_FAULT_OFFSET_PAST_M |
            GGEMM_DEVICE_FAULT_ID_OUT_OF_RANGE | GGEMM_DEVICE_FAULT_ACTIVE_COUNT},
   };
-  for (bool checked : {true, false}) {
+  // The automatic config, and pairs sharing their token tile (cluster_m 2):
+  // n = 264 makes the last pair tile's second share empty.
+  ggemm_config pair_config = make_config(c);
+  pair_config.tile_m = 128;
+  pair_config.cluster_m = 2;
+  const ggemm_config *const configs[] = {nullptr, &pair_config};
+  for (int run = 0; run < 4; ++run) {
+    const ggemm_config *config = configs[run / 2];
+    const bool checked = run % 2 == 0;
     GGEMM_OK(ggemm_set_device_status(handle, checked ? d_status.as<uint32_t>() : nullptr));
     for (const Scenario &s : scenarios) {
-      SCOPED_TRACE(std::string(s.name) + (checked ? " (checked)" : " (unchecked)"));
+      SCOPED_TRACE(std::string(s.name) + (checked ? " (checked)" : " (unchecked)") + (config ? ", pairs" : ""));
       p.offsets = s.offsets;
       p.ids = s.ids;
       p.stats[1] = s.active;
@@ -506,7 +514,7 @@ TEST(GroupedMatmulGpuHostile, MalformedRoutingIsClampedAndReported) {
       CUDA_OK(cudaMemcpy(p.d_stats.get(), p.stats, 8, cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(d_whole.get(), whole.data(), whole.size(), cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemset(d_status.get(), 0, 4));
-      ggemm_grouped_matmul_args dev = p.args(true, nullptr);
+      ggemm_grouped_matmul_args dev = p.args(true, config);
       dev.c = d_c;
       dev.max_rows_per_group = 0;  // the hint would be wrong for clamped groups
       GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
