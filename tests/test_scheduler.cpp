@@ -168,13 +168,14 @@ void check_launch(const Routing &r, uint32_t tile_m, uint32_t grid) {
   }
 }
 
-// One simulated sm_100a launch (ptx/cluster_tiles.h): clusters of
-// cta_group CTAs walk pair tiles of 128 * cta_group weight rows; every CTA
-// runs its own scheduler, as on the device. Checks that the CTAs of a cluster
-// agree on every pair tile, that pair tiles are aligned and maximal within
-// their segment, and that the CTAs' shares cover each owned output once.
+// One simulated launch in clusters (ptx/cluster_tiles.h): clusters of
+// `cta_group` CTAs (sm_100a's cta_group, sm_90a's cluster_m; the walk is the
+// same) take pair tiles of 128 * cta_group weight rows; every CTA runs its
+// own scheduler, as on the device. Checks that the CTAs of a cluster agree
+// on every pair tile, that pair tiles are aligned and maximal within their
+// segment, and that the CTAs' shares cover each owned output once.
 void check_cluster_launch(const Routing &r, uint32_t tile_m, uint32_t grid, uint32_t cta_group) {
-  SCOPED_TRACE(::testing::Message() << r.name << ": sm_100a cta_group " << cta_group << ", tile_m " << tile_m
+  SCOPED_TRACE(::testing::Message() << r.name << ": clusters of " << cta_group << ", tile_m " << tile_m
                                     << ", grid " << grid);
   const uint32_t pair_n = kRowsPerCta * cta_group;
   const GroupedProblem prob = problem_of(r);
@@ -252,8 +253,8 @@ void check_cluster_launch(const Routing &r, uint32_t tile_m, uint32_t grid, uint
   }
 }
 
-// Every routing case runs as sm_90a launches and as sm_100a launches with
-// cta_group 1 and 2 (grids of whole clusters).
+// Every routing case runs as single-CTA launches and in clusters of 1 and 2
+// (sm_100a's cta_group, sm_90a's cluster_m pairs; grids of whole clusters).
 void check_all_shapes(const Routing &r) {
   for (uint32_t tile_m : kTileMs)
     for (uint32_t grid : kGrids) {
