@@ -163,7 +163,7 @@ ggemm_status choose_common(const ArchRules &r, const DeviceProps &props, const G
                   "config->tile_m = %d: must be 16, 32, 64, 128%s for %s output", o->tile_m,
                   r.max_tile_m(out_bytes) >= 256 ? " or 256" : "", dtype_name(shape.c_dtype));
     c.tile_m = o->tile_m ? uint32_t(o->tile_m) : 0;
-    if (c.cta_group == 2 && c.tile_m && c.tile_m < GGEMM_SM100_MIN_TILE_M(2))
+    if (c.tile_m && c.tile_m < GGEMM_SM100_MIN_TILE_M(c.cta_group))
       return fail(GGEMM_STATUS_INVALID_CONFIG,
                   "config->tile_m = %d with cta_group 2: the pair splits the tokens, so tile_m is 32 or more",
                   o->tile_m);
@@ -204,7 +204,8 @@ ggemm_status choose_common(const ArchRules &r, const DeviceProps &props, const G
       return fail(GGEMM_STATUS_INVALID_CONFIG, "config->stages = %d: must be >= 0", o->stages);
     c.stages = uint32_t(o->stages);
   }
-  if (!c.tile_m) c.tile_m = std::max<uint32_t>(auto_tile_m(r, shape, props.sm_count), c.cta_group == 2 ? 32u : 16u);
+  if (!c.tile_m)
+    c.tile_m = std::max<uint32_t>(auto_tile_m(r, shape, props.sm_count), GGEMM_SM100_MIN_TILE_M(c.cta_group));
   if (!c.swizzle_bytes) c.swizzle_bytes = auto_swizzle(shape);
   *out = c;
   return GGEMM_STATUS_SUCCESS;

@@ -35,11 +35,10 @@ struct ArchKernel {
   uint32_t threads = 0;
   uint32_t smem_bytes = 0;      // dynamic shared memory
   uint32_t out_box_tokens = 0;  // rows of the output views' TMA box
-  uint32_t cta_group = 1;       // sm_100a: 2 = clusters of two CTAs sharing each MMA
   // CTAs per cluster: sm_100a's cta_group, sm_90a's cluster_m (a pair
-  // sharing its token tile). A cluster walks pair tiles of 256 weight rows.
+  // sharing its token tile). A cluster walks pair tiles of 256 weight rows,
+  // and each of its CTAs loads tile_m / cluster_size of the token rows.
   uint32_t cluster_size = 1;
-  uint32_t tokens_box_rows = 0; // rows of the activations' TMA box: tile_m / cluster_size
 };
 
 ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, const GroupedLaunch &a, ArchKernel *k) {
@@ -58,7 +57,6 @@ ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, cons
                       .total_bytes();
   k->out_box_tokens = sm90::sm90_epilogue_stage_tokens(cfg.tile_m);
   k->cluster_size = cfg.cluster_m;
-  k->tokens_box_rows = cfg.tile_m / cfg.cluster_m;  // each CTA of a pair loads (and multicasts) half
   return GGEMM_STATUS_SUCCESS;
 }
 
@@ -69,9 +67,7 @@ ggemm_status plan_sm100(const DeviceProps &props, const GroupedShape &shape, con
   k->name = sm100_kernel_name(a.in_dtype, a.out_dtype, a.transpose_b, cfg.tile_m, cfg.cta_group);
   k->tile_m = cfg.tile_m;
   k->tile_n = sm100::kTileN;  // each CTA's weight rows (and TMA box), whatever the cta_group
-  k->cta_group = cfg.cta_group;
   k->cluster_size = cfg.cta_group;
-  k->tokens_box_rows = cfg.tile_m / cfg.cta_group;
   k->swizzle_bytes = cfg.swizzle_bytes;
   k->stages = cfg.stages;
   k->staging_buffers = 1;
@@ -98,7 +94,7 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   GroupedGemmParams p{};
   GGEMM_TRY(encode_tensor_map(drv,
                               {"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 2,
-                               {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, k.tokens_box_rows, 0},
+                               {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, k.tile_m / k.cluster_size, 0},
                                tma_swizzle_for_bytes(k.swizzle_bytes)},
                               &p.tmap_tokens));
   // K-major weights narrower than a tile (LoRA shrink's 3R rows) load only
