@@ -188,16 +188,19 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("device", prop.name);
   benchmark::AddCustomContext("dense_bf16_tflops", fmt("%.1f", s.ceilings.dense_flops_per_s * 1e-12));
   benchmark::AddCustomContext("copy_gbps", fmt("%.1f", s.ceilings.copy_bytes_per_s * 1e-9));
+  benchmark::AddCustomContext("write_gbps", fmt("%.1f", s.ceilings.write_bytes_per_s * 1e-9));
   benchmark::AddCustomContext(
       "ceilings", "measured by this process: median cuBLAS 8192^3 bf16 GEMM (fp32 accumulate, "
-                  "random data); median 2 GiB device-to-device cudaMemcpy, read + write bytes");
+                  "random data); median 2 GiB device-to-device cudaMemcpy, read + write bytes; "
+                  "write_gbps: median 2 GiB cudaMemsetAsync (context only, not in the floor)");
   benchmark::AddCustomContext(
       "timing", "per iteration: CUDA events around one call, L2 flushed before it (" +
                     fmt("%.0f", static_cast<double>(s.flusher->bytes() >> 20)) +
                     " MiB memset, untimed); counters from the median of " +
                     std::to_string(kIterations) + " iterations per repetition; read _median rows");
-  std::fprintf(stderr, "ggemm_bench: dense bf16 %.1f TFLOP/s, copy %.1f GB/s\n",
-               s.ceilings.dense_flops_per_s * 1e-12, s.ceilings.copy_bytes_per_s * 1e-9);
+  std::fprintf(stderr, "ggemm_bench: dense bf16 %.1f TFLOP/s, copy %.1f GB/s, write %.1f GB/s\n",
+               s.ceilings.dense_flops_per_s * 1e-12, s.ceilings.copy_bytes_per_s * 1e-9,
+               s.ceilings.write_bytes_per_s * 1e-9);
 
   for (size_t i = 0; i < kMoeShapes.size(); ++i) {
     for (Impl impl : {Impl::kGgemm, Impl::kCublasGrouped, Impl::kCublasLoopGraph}) {

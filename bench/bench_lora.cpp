@@ -54,11 +54,27 @@ enum class LoraOp { kExpand, kShrink };
 // kGgemmGraph replays the same ggemm call captured in a CUDA graph, as
 // inference engines run decode: its time leaves out the host-side cost of a
 // call (tensor-map encoding, launch), which kGgemm includes.
-enum class LoraImpl { kGgemm, kGgemmGraph, kCublasLoopGraph };
+// kMemsetOutputs (probe shapes only) writes the outputs with cudaMemsetAsync:
+// the time this timing method gives the same bytes written by the driver's
+// own fill kernel.
+enum class LoraImpl { kGgemm, kGgemmGraph, kCublasLoopGraph, kMemsetOutputs };
+constexpr int kNumLoraImpls = 4;
 
 const char* impl_name(LoraImpl i) {
-  return i == LoraImpl::kGgemm ? "ggemm" : i == LoraImpl::kGgemmGraph ? "ggemm_graph" : "cublas_loop_graph";
+  switch (i) {
+    case LoraImpl::kGgemm: return "ggemm";
+    case LoraImpl::kGgemmGraph: return "ggemm_graph";
+    case LoraImpl::kCublasLoopGraph: return "cublas_loop_graph";
+    default: return "memset_outputs";
+  }
 }
+
+// Probe shapes split a call's time by taking parts of the work away (the
+// device notes' "time variants that leave one stage out"): kNoGroups launches
+// the kernel with zero active groups (launch, prologue and exit only);
+// kInactive gives every group adapter -1, so the kernel writes the outputs'
+// zeros without loading or multiplying anything (the store path alone).
+enum class Probe { kNone, kNoGroups, kInactive };
 
 struct LoraShape {
   const char* name;  // after "lora_expand_qkv_" or "lora_shrink_qkv_"
@@ -68,6 +84,7 @@ struct LoraShape {
   int64_t rank;
   int64_t q_dim, kv_dim, hidden;
   bool decode_goal;  // report the < 6 us goal
+  Probe probe = Probe::kNone;
 };
 
 constexpr int64_t kLlamaQ = 4096, kLlamaKv = 1024, kLlamaHidden = 4096;
@@ -78,6 +95,12 @@ const LoraShape kLoraShapes[] = {
     {"llama3_8b_m4096_g8_r16", LoraOp::kShrink, 4096, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
     {"llama3_8b_m4096_g8_r64", LoraOp::kShrink, 4096, 8, 64, kLlamaQ, kLlamaKv, kLlamaHidden, false},
     {"llama3_8b_decode_m64_g8_r16", LoraOp::kShrink, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
+    {"llama3_8b_m4096_g8_r16_probe_inactive", LoraOp::kExpand, 4096, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false,
+     Probe::kInactive},
+    {"llama3_8b_decode_m64_g8_r16_probe_inactive", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden,
+     false, Probe::kInactive},
+    {"llama3_8b_decode_m64_g8_r16_probe_no_groups", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden,
+     false, Probe::kNoGroups},
 };
 constexpr int kNumLoraShapes = static_cast<int>(sizeof kLoraShapes / sizeof kLoraShapes[0]);
 
@@ -169,13 +192,13 @@ std::unique_ptr<LoraProblem> make_lora_problem(const LoraShape& s, uint64_t seed
     const uint32_t r = rows[size_t(a)];
     p->max_rows = std::max(p->max_rows, r);
     if (r == 0) continue;
-    p->ids[size_t(g)] = a;
+    p->ids[size_t(g)] = s.probe == Probe::kInactive ? -1 : a;
     p->offsets[size_t(g) + 1] = p->offsets[size_t(g)] + r;
     ++g;
   }
-  p->used_groups = g;
   p->usage[0] = p->max_rows;
-  p->usage[1] = uint32_t(g);
+  p->usage[1] = s.probe == Probe::kNoGroups ? 0u : uint32_t(g);
+  p->used_groups = s.probe == Probe::kNone ? g : 0;  // probes read no weights
 
   p->host_in.resize(p->in_count());
   p->host_w.resize(p->w_count());
@@ -261,7 +284,7 @@ struct LoraSession {
   std::unique_ptr<LoraCublasLoopGraph> loop;
   cudaGraphExec_t ggemm_graph = nullptr;  // the ggemm call, captured (kGgemmGraph)
   std::vector<uint16_t> want0, want1;     // the CPU reference's outputs
-  std::string verdict[3];                 // per implementation: "" unchecked, "ok", else the failure
+  std::string verdict[kNumLoraImpls];     // per implementation: "" unchecked, "ok", else the failure
 
   LoraProblem& use_shape(int index) {
     if (index != shape_index) {
@@ -308,6 +331,11 @@ std::string enqueue_ggemm(LoraSession& s);
 // The call under test on the session stream; "" or the library's error.
 std::string enqueue(LoraSession& s, LoraImpl impl) {
   const LoraProblem& p = *s.problem;
+  if (impl == LoraImpl::kMemsetOutputs) {
+    CUDA_CHECK(cudaMemsetAsync(p.out0.get(), 0, p.out0_count() * 2, s.env.stream));
+    if (p.out1_count()) CUDA_CHECK(cudaMemsetAsync(p.out1.get(), 0, p.out1_count() * 2, s.env.stream));
+    return "";
+  }
   if (impl == LoraImpl::kCublasLoopGraph) {
     if (!s.loop) s.loop = std::make_unique<LoraCublasLoopGraph>(*s.env.cublas, p, s.env.stream);
     s.loop->launch(s.env.stream);
@@ -456,7 +484,16 @@ void register_lora_benchmarks(const LoraBenchEnv& env) {
   session.env = env;
   g_lora = &session;
   for (int i = 0; i < kNumLoraShapes; ++i)
-    for (LoraImpl impl : {LoraImpl::kGgemm, LoraImpl::kGgemmGraph, LoraImpl::kCublasLoopGraph}) {
+    for (LoraImpl impl :
+         {LoraImpl::kGgemm, LoraImpl::kGgemmGraph, LoraImpl::kCublasLoopGraph, LoraImpl::kMemsetOutputs}) {
+      // Probes time the graphed call (and, with inactive adapters, the same
+      // zeros written by cudaMemsetAsync); real shapes every implementation
+      // but the memset.
+      const bool probe = kLoraShapes[i].probe != Probe::kNone;
+      if (probe ? impl == LoraImpl::kGgemm || impl == LoraImpl::kCublasLoopGraph
+                      || (impl == LoraImpl::kMemsetOutputs && kLoraShapes[i].probe != Probe::kInactive)
+                : impl == LoraImpl::kMemsetOutputs)
+        continue;
       const std::string name = full_name(kLoraShapes[i]) + "/" + impl_name(impl);
       benchmark::RegisterBenchmark(name.c_str(), bench_lora, i, impl)
           ->UseManualTime()

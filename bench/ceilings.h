@@ -19,6 +19,10 @@ namespace ggemm::bench {
 struct Ceilings {
   double dense_flops_per_s = 0;  // cuBLAS bf16 GEMM, fp32 accumulate, 8192^3
   double copy_bytes_per_s = 0;   // device-to-device copy, bytes read + bytes written
+  // cudaMemsetAsync of the same buffer: bytes written only. Not part of the
+  // floor (DESIGN.md §5 uses copy bandwidth); reported as context, because
+  // outputs-only calls (LoRA expand) are bounded by it.
+  double write_bytes_per_s = 0;
 
   // The roofline floor of a call: no kernel can beat the slower of doing its
   // arithmetic at the dense rate and moving its bytes at copy bandwidth.
@@ -58,6 +62,10 @@ inline Ceilings measure_ceilings(const CublasHandle& cublas, cudaStream_t stream
                                  stream));
     });
     c.copy_bytes_per_s = 2.0 * static_cast<double>(kCeilingCopyBytes) / (ms * 1e-3);
+    const double fill_ms = median_ms(stream, nullptr, 2, 10, [&] {
+      CUDA_CHECK(cudaMemsetAsync(dst.get(), 0x5a, kCeilingCopyBytes, stream));
+    });
+    c.write_bytes_per_s = static_cast<double>(kCeilingCopyBytes) / (fill_ms * 1e-3);
   }
   return c;
 }
