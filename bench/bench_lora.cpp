@@ -73,8 +73,10 @@ const char* impl_name(LoraImpl i) {
 // device notes' "time variants that leave one stage out"): kNoGroups launches
 // the kernel with zero active groups (launch, prologue and exit only);
 // kInactive gives every group adapter -1, so the kernel writes the outputs'
-// zeros without loading or multiplying anything (the store path alone).
-enum class Probe { kNone, kNoGroups, kInactive };
+// zeros without loading or multiplying anything (the store path alone);
+// kOneGroup leaves only the first group active (one tile per CTA: the
+// latency of one tile's chain, without the later tiles of a CTA).
+enum class Probe { kNone, kNoGroups, kInactive, kOneGroup };
 
 struct LoraShape {
   const char* name;  // after "lora_expand_qkv_" or "lora_shrink_qkv_"
@@ -99,6 +101,8 @@ const LoraShape kLoraShapes[] = {
      Probe::kInactive},
     {"llama3_8b_decode_m64_g8_r16_probe_inactive", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden,
      false, Probe::kInactive},
+    {"llama3_8b_decode_m64_g8_r16_probe_one_group", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden,
+     false, Probe::kOneGroup},
     {"llama3_8b_decode_m64_g8_r16_probe_no_groups", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden,
      false, Probe::kNoGroups},
 };
@@ -197,7 +201,7 @@ std::unique_ptr<LoraProblem> make_lora_problem(const LoraShape& s, uint64_t seed
     ++g;
   }
   p->usage[0] = p->max_rows;
-  p->usage[1] = s.probe == Probe::kNoGroups ? 0u : uint32_t(g);
+  p->usage[1] = s.probe == Probe::kNoGroups ? 0u : s.probe == Probe::kOneGroup ? 1u : uint32_t(g);
   p->used_groups = s.probe == Probe::kNone ? g : 0;  // probes read no weights
 
   p->host_in.resize(p->in_count());

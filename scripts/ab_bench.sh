@@ -58,7 +58,8 @@ run() {  # $1 = label, $2 = binary
   local log="$out/ab_run_$1.txt"
   "$2" --benchmark_filter="$filter" --benchmark_min_time=0.1s > "$log" 2>&1 ||
     echo "$1: the benchmark binary exited with $? (see $log)" >&2
-  awk -v l="$1" '/_median/ {sub(/\/iterations:[0-9]+\/repeats:[0-9]+\/manual_time_median/, "", $1); print l, $1, $2}' "$log"
+  # Only the median aggregate rows (every row's counters say "us_median").
+  awk -v l="$1" '$1 ~ /_median$/ {sub(/\/iterations:[0-9]+\/repeats:[0-9]+\/manual_time_median/, "", $1); print l, $1, $2}' "$log"
 }
 for r in $(seq "$rounds"); do
   for i in "${!labels[@]}"; do run "${labels[$i]}" "${builds[$i]}/bench/ggemm_bench"; done

@@ -41,6 +41,7 @@
 #include "../mbarrier.h"
 #include "../pipeline.h"
 #include "../routing_check.h"
+#include "../routing_prefetch.h"
 #include "../tile_scheduler.h"
 #include "../tma.h"
 #include "../cluster_tiles.h"
@@ -138,9 +139,12 @@ struct GroupedGemmSm100 {
       }
       ptx::fence_mbarrier_init();
     }
-    if (threadIdx.x == 32) {
-      ptx::prefetch_tensormap(&p.tmap_tokens);
-      ptx::prefetch_tensormap(&p.tmap_weights);
+    if (warp == 1) {
+      ptx::prefetch_routing(p, threadIdx.x % 32);
+      if (threadIdx.x == 32) {
+        ptx::prefetch_tensormap(&p.tmap_tokens);
+        ptx::prefetch_tensormap(&p.tmap_weights);
+      }
     }
     if (warp == kMmaWarp) {  // with cta_group 2, this warp in both CTAs, together
       tcgen05_alloc<CtaGroup>(tmem_slot, kTmemColumns);

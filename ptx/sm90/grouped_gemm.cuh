@@ -30,6 +30,7 @@
 #include "../mbarrier.h"
 #include "../pipeline.h"
 #include "../routing_check.h"
+#include "../routing_prefetch.h"
 #include "../stmatrix.h"
 #include "../tile_scheduler.h"
 #include "../tma.h"
@@ -110,10 +111,13 @@ struct GroupedGemmSm90 {
       for (uint32_t w = 0; w < kConsumerWarpgroups; ++w) ptx::mbarrier_init(&c_loaded[w], 1);
       ptx::fence_mbarrier_init();
     }
-    if (threadIdx.x == 32) {
-      ptx::prefetch_tensormap(&p.tmap_tokens);
-      ptx::prefetch_tensormap(&p.tmap_weights);
-      for (int v = 0; v < 3; ++v) ptx::prefetch_tensormap(&p.tmap_out[v]);
+    if (threadIdx.x / 32 == 1) {
+      ptx::prefetch_routing(p, threadIdx.x % 32);
+      if (threadIdx.x == 32) {
+        ptx::prefetch_tensormap(&p.tmap_tokens);
+        ptx::prefetch_tensormap(&p.tmap_weights);
+        for (int v = 0; v < 3; ++v) ptx::prefetch_tensormap(&p.tmap_out[v]);
+      }
     }
     // Checked mode: one warp of CTA 0 looks at the routing arrays before the
     // roles split (after it, the producer's 40 registers have no room, and
