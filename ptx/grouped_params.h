@@ -51,7 +51,20 @@ struct GroupedGemmParams {
   // MMA rows past the box read stale shared memory into accumulator rows
   // that are never stored). MN-major weights: 128.
   uint32_t weights_box_rows;
+#if GGEMM_TRACE
+  uint64_t *trace;  // diagnostic builds only: the event buffer (ptx/trace.h), null = off
+#endif
 };
+
+// The trace buffer of a launch; null outside trace builds.
+GGEMM_HOST_DEVICE inline uint64_t *trace_buffer(const GroupedGemmParams &p) {
+#if GGEMM_TRACE
+  return p.trace;
+#else
+  (void)p;
+  return nullptr;
+#endif
+}
 
 // The scheduler's view of a launch, as every kernel builds it: the device
 // active count capped at the arrays' capacity.

@@ -31,7 +31,22 @@ namespace ggemm {
   X(cuKernelSetAttribute, 12000)           \
   X(cuLaunchKernelEx, 12000)               \
   X(cuOccupancyMaxActiveClusters, 12000)   \
-  X(cuTensorMapEncodeTiled, 12000)
+  X(cuTensorMapEncodeTiled, 12000)         \
+  GGEMM_DRIVER_TRACE_FUNCTIONS(X)
+
+// Trace builds (cmake -DGGEMM_TRACE=ON) also allocate, copy and synchronise
+// for the event buffer (runtime/trace.cpp); other builds resolve none of it.
+#if GGEMM_TRACE
+#define GGEMM_DRIVER_TRACE_FUNCTIONS(X) \
+  X(cuMemAlloc, 12000)                  \
+  X(cuMemFree, 12000)                   \
+  X(cuMemsetD8Async, 12000)             \
+  X(cuMemcpyDtoH, 12000)                \
+  X(cuStreamSynchronize, 12000)         \
+  X(cuStreamIsCapturing, 12000)
+#else
+#define GGEMM_DRIVER_TRACE_FUNCTIONS(X)
+#endif
 
 struct Driver {
 #define GGEMM_DRIVER_MEMBER(name, version) decltype(&::name) name = nullptr;

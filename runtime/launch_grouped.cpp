@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "ptx/grouped_params.h"
@@ -11,6 +12,7 @@
 #include "runtime/debug.h"
 #include "runtime/heuristics.h"
 #include "runtime/tensor_map.h"
+#include "runtime/trace.h"
 
 namespace ggemm {
 namespace {
@@ -228,8 +230,21 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
                  k.smem_bytes);
   }
 
+#if GGEMM_TRACE
+  LaunchTrace trace;
+  GGEMM_TRY(trace.begin(drv, stream, lc.gridDimX, &p));
+#endif
   void *params[] = {&p};
   GGEMM_CU(drv, cuLaunchKernelEx(&lc, function, params, nullptr));
+#if GGEMM_TRACE
+  TraceFileHeader header{};
+  std::memcpy(header.magic, "GGTRACE1", 8);
+  std::snprintf(header.kernel, sizeof header.kernel, "%s", k.name.c_str());
+  header.grid = lc.gridDimX, header.roles = kTraceRoles, header.events = kTraceEvents;
+  header.tile_m = k.tile_m, header.tile_n = k.tile_n, header.stages = k.stages;
+  header.k = uint32_t(a.k), header.swizzle_bytes = k.swizzle_bytes;
+  GGEMM_TRY(trace.end(drv, stream, header));
+#endif
   return GGEMM_STATUS_SUCCESS;
 }
 

@@ -17,6 +17,9 @@ mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 filter=${1:-*Gpu*:-LargeGpu.*}
 export GGEMM_STRESS_CALLS=${GGEMM_STRESS_CALLS:-200}
+# Each stress call is printed before it is enqueued: if a tool hangs there,
+# the log names the calls in flight (and GGEMM_DEBUG=1 their kernels).
+export GGEMM_STRESS_TRACE=${GGEMM_STRESS_TRACE:-1}
 tests=./build/tests/ggemm_tests
 [ -x "$tests" ] || { echo "no $tests: build first"; exit 1; }
 

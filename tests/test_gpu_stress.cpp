@@ -10,7 +10,8 @@
 //   Fresh random data per call; outputs poisoned (0xFF) with a poisoned guard
 //   band after them, so unwritten elements, rows outside every group and
 //   writes past the output all fail. GGEMM_STRESS_CALLS overrides the total
-//   (e.g. lower under compute-sanitizer).
+//   (e.g. lower under compute-sanitizer); GGEMM_STRESS_TRACE=1 prints each
+//   call before it is enqueued.
 // - StressGpu.BitwiseDeterministic: the same mid-size grouped matmul (both
 //   weight layouts) and LoRA shrink + expand pair, run twice on one stream
 //   and once, concurrently with the second run, on another stream through
@@ -162,8 +163,20 @@ struct Failures {
     }                                                                                                     \
   } while (0)
 
+// GGEMM_STRESS_TRACE=1 prints every call's description (thread, call, seed,
+// shapes) to stderr before it is enqueued: when a run hangs, each thread's
+// last line names the call in flight.
+bool trace_calls() {
+  static const bool on = [] {
+    const char *env = std::getenv("GGEMM_STRESS_TRACE");
+    return env && *env && *env != '0';
+  }();
+  return on;
+}
+
 #define W_GGEMM(w, ctx, expr)                                                                             \
   do {                                                                                                    \
+    if (trace_calls()) std::fprintf(stderr, "[ trace    ] %s\n", (ctx).c_str());                          \
     const ggemm_status s_ = (expr);                                                                       \
     if (s_ != GGEMM_STATUS_SUCCESS) {                                                                     \
       (w).log.add((ctx) + ": " #expr " -> " + ggemm_status_string(s_) + ": " + ggemm_last_error_message()); \

@@ -34,6 +34,7 @@
 #include "../stmatrix.h"
 #include "../tile_scheduler.h"
 #include "../tma.h"
+#include "../trace.h"
 #include "kernel_table.h"
 #include "smem_layout.h"
 #include "staging_buffers.h"
@@ -189,8 +190,11 @@ struct GroupedGemmSm90 {
     const uint32_t r = rank();
     Pipeline pipe;
     GroupedTile pair;
+    TraceWriter trace(trace_buffer(p), 0);
+    trace.record_with_time(kTraceStart, 0);
     for (uint64_t t = first_tile(); sched.next(t, &pair); t += tile_stride()) {
       if (pair.expert < 0) continue;  // inactive group: nothing to load
+      trace.record(kTraceTile, uint32_t(t));
       const GroupedTile tile = cta_share(pair, r);
       // This CTA's token rows: all of them, or its half of the pair's.
       const int32_t token_row =
@@ -216,9 +220,11 @@ struct GroupedGemmSm90 {
         } else {
           ptx::tma_load_2d(x, &p.tmap_tokens, &full[pipe.stage], k0, token_row);
         }
+        trace.record(kTraceIssue, trace.next_stage());
         pipe.advance(p.stages);
       }
     }
+    trace.finish();
   }
 
   // ---- consumers: one warpgroup per 64 weight rows ---------------------------
@@ -239,19 +245,25 @@ struct GroupedGemmSm90 {
     for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
     uint32_t c_loaded_phase = 0;
     StagingBuffers staging_buffers(p.staging_buffers);
+    TraceWriter trace(tid == 0 ? trace_buffer(p) : nullptr, 1 + cw);
+    trace.record_with_time(kTraceStart, 0);
 
     for (uint64_t t = first_tile(); sched.next(t, &tile); t += tile_stride()) {
       if constexpr (ClusterM > 1) tile = cta_share(tile, rank());
       const bool active = tile.expert >= 0;
+      trace.record(kTraceTile, uint32_t(t));
       if (active) {
-        run_mainloop<Swizzle, TileM>(p, smem, layout, full, empty, cw, tile.rows, pipe, acc);
+        run_mainloop<Swizzle, TileM>(p, smem, layout, full, empty, cw, tile.rows, pipe, acc, trace);
       } else if (p.epilogue == kEpilogueAccumulate) {
         continue;  // C += 0
       }
+      trace.record(kTraceEpilogue, uint32_t(t));
       epilogue(p, tile, active, cw, tid, smem + layout.c_offset() + cw * p.staging_buffers * kStagingBytes,
                staging_buffers, c_loaded, c_loaded_phase, acc);
+      trace.record(kTraceEpilogueEnd, uint32_t(t));
     }
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
+    trace.finish();
   }
 
   // Runs the mainloop with the narrowest wgmma N (TileM, TileM / 2, ..., 16)
@@ -261,24 +273,26 @@ struct GroupedGemmSm90 {
   template <uint32_t Swizzle, int N>
   GGEMM_DEVICE static void run_mainloop(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                         uint64_t *full, uint64_t *empty, uint32_t cw, uint32_t rows, Pipeline &pipe,
-                                        float (&acc)[kAccRegs]) {
+                                        float (&acc)[kAccRegs], TraceWriter &trace) {
     if constexpr (N > 16) {
       if (rows <= uint32_t(N / 2)) {
-        run_mainloop<Swizzle, N / 2>(p, smem, layout, full, empty, cw, rows, pipe, acc);
+        run_mainloop<Swizzle, N / 2>(p, smem, layout, full, empty, cw, rows, pipe, acc, trace);
         return;
       }
     }
     mainloop<Swizzle, N>(p, smem, layout, full, empty, cw, ceil_div(p.k, Swizzle / 2), pipe,
-                         reinterpret_cast<float(&)[N / 2]>(acc));
+                         reinterpret_cast<float(&)[N / 2]>(acc), trace);
   }
 
   template <uint32_t Swizzle, int N>
   GGEMM_DEVICE static void mainloop(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                     uint64_t *full, uint64_t *empty, uint32_t cw, uint32_t k_iters, Pipeline &pipe,
-                                    float (&acc)[N / 2]) {
+                                    float (&acc)[N / 2], TraceWriter &trace) {
     uint32_t prev_stage = 0;
     for (uint32_t ki = 0; ki < k_iters; ++ki) {
       ptx::mbarrier_wait_parity(&full[pipe.stage], pipe.phase);
+      const uint32_t seq = trace.next_stage();
+      trace.record(kTraceFull, seq);
       const uint32_t w = ptx::smem_addr(smem + layout.weights_offset(pipe.stage));
       const uint32_t x = ptx::smem_addr(smem + layout.tokens_offset(pipe.stage));
       wgmma_fence();
@@ -287,13 +301,19 @@ struct GroupedGemmSm90 {
       // Keep one group in flight: the previous stage's wgmmas are done now.
       wgmma_wait_group<1>();
       fence_accumulators(acc);
-      if (ki > 0 && threadIdx.x % 128 == 0) release_stage(&empty[prev_stage]);
+      if (ki > 0 && threadIdx.x % 128 == 0) {
+        release_stage(&empty[prev_stage]);
+        trace.record(kTraceRelease, seq - 1);
+      }
       prev_stage = pipe.stage;
       pipe.advance(p.stages);
     }
     wgmma_wait_group<0>();
     fence_accumulators(acc);
-    if (threadIdx.x % 128 == 0) release_stage(&empty[prev_stage]);
+    if (threadIdx.x % 128 == 0) {
+      release_stage(&empty[prev_stage]);
+      trace.record(kTraceRelease, trace.stages_seen() - 1);
+    }
   }
 
   // One consumer warpgroup is done reading a stage: it may be refilled once
