@@ -21,7 +21,8 @@ stamps of each role's first and last event):
   mainloop / epilogue  per tile, consumer 0
   ahead       stages issued but not yet passed by consumer 0, sampled at
               each issue
-`--self-test` checks the arithmetic on a synthetic trace.
+`--cta N` also prints CTA N's events in order (ns from its consumer 0's
+start), `--self-test` checks the arithmetic on a synthetic trace.
 """
 import statistics
 import struct
@@ -177,17 +178,43 @@ def self_test():
     assert s["span_ns"] == int(7000 * 1.5), s["span_ns"]
     assert s["start_skew_ns"] == 1500, s["start_skew_ns"]
     print_summary(s)
+    print_timeline(launch, 1)
     print("self-test passed")
 
 
+NAMES = {START: "start", ISSUE: "issue", FULL: "full", RELEASE: "release", TILE: "tile", EPILOGUE: "epilogue",
+         EPILOGUE_END: "epilogue end", END: "end"}
+
+
+def print_timeline(launch, cta):
+    roles = launch["ctas"][cta]
+    model = clock_model(roles[1]) or clock_model(roles[0])
+    if not model:
+        print(f"  CTA {cta}: no events")
+        return
+    c0, _, ns_per_cycle = model
+    merged = sorted((c, role, kind, arg) for role, evs in enumerate(roles) for kind, arg, c in evs
+                    if kind != GLOBALTIMER)
+    print(f"  CTA {cta} timeline (ns; role 0 producer, 1-2 consumers):")
+    for c, role, kind, arg in merged:
+        print(f"    {(c - c0) * ns_per_cycle:10.1f}  role {role}  {NAMES.get(kind, kind):12s} {arg}")
+
+
 def main(argv):
-    if argv[1:] == ["--self-test"]:
+    args = argv[1:]
+    if args == ["--self-test"]:
         self_test()
         return
-    if len(argv) != 2:
+    cta = None
+    if len(args) == 3 and args[1] == "--cta":
+        cta = int(args[2])
+        args = args[:1]
+    if len(args) != 1:
         sys.exit(__doc__)
-    for launch in read_launches(argv[1]):
+    for launch in read_launches(args[0]):
         print_summary(summarise(launch))
+        if cta is not None and cta < launch["grid"]:
+            print_timeline(launch, cta)
 
 
 if __name__ == "__main__":
