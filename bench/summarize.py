@@ -62,7 +62,7 @@ def main(path):
         print("\n| LoRA shape | ggemm us | ggemm graph us | GB/s (graph) | of copy bw (graph) | "
               "cuBLAS loop (graph) us | loop of copy bw | vs loop (graph vs graph) |")
         print("|---|---|---|---|---|---|---|---|")
-        for shape in lora:
+        for shape in [s for s in lora if "_probe_" not in s]:
             r = rows[shape]
             g, gg, o = r.get("ggemm"), r.get("ggemm_graph"), r.get("cublas_loop_graph")
             best = gg or g
@@ -71,6 +71,17 @@ def main(path):
             ot = f"{o['us_median']:.1f} | {o['frac_copy']:.2f}" if o else "- | -"
             vs = f"{o['us_median'] / best['us_median']:.2f}x" if best and o else "-"
             print(f"| {shape} | {gt} | {ggt} | {ot} | {vs} |")
+        # Probe rows (bench_lora.cpp, --benchmark_filter=probe): parts of a
+        # call taken away, beside cudaMemsetAsync of the same outputs.
+        probes = [shape for shape in lora if "_probe_" in shape]
+        if probes:
+            print("\n| probe | ggemm graph us | cudaMemsetAsync of the outputs us |")
+            print("|---|---|---|")
+            for shape in probes:
+                r = rows[shape]
+                gg, mo = r.get("ggemm_graph"), r.get("memset_outputs")
+                print(f"| {shape} | {gg['us_median']:.1f} | " + (f"{mo['us_median']:.1f} |" if mo else "- |")
+                      if gg else f"| {shape} | - | - |")
 
 
 if __name__ == "__main__":

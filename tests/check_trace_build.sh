@@ -10,7 +10,10 @@ nvcc=$1 cxx=$2 src=$3 cuda_include=$4 python=$5
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$nvcc" -std=c++17 -O3 -fatbin -gencode=arch=compute_90a,code=sm_90a -DGGEMM_TRACE=1 \
-  -o "$out/kernels_bf16.fatbin" "$src/ptx/sm90/kernels_bf16.cu"
+  -o "$out/kernels_bf16.fatbin" "$src/ptx/sm90/kernels_bf16.cu" 2> "$out/nvcc.log" || { cat "$out/nvcc.log"; exit 1; }
+# Events between wgmmas must not make ptxas serialise them (C7515): the
+# traced mainloop would then not be the one being studied.
+if grep -i "serializ" "$out/nvcc.log"; then echo "trace build: ptxas serialises wgmma"; exit 1; fi
 "$cxx" -std=c++17 -Wall -Wextra -Werror -DGGEMM_TRACE=1 -fsyntax-only -I"$src" -I"$src/api/include" \
   -I"$cuda_include" "$src/runtime/trace.cpp" "$src/runtime/launch_grouped.cpp" "$src/runtime/driver.cpp"
 "$python" "$src/scripts/trace_report.py" --self-test
