@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call that answers where the time goes inside the kernels: a
 # trace build (build-trace/, cmake -DGGEMM_TRACE=ON; ptx/trace.h), then one
-# traced call of each benchmark row below — the first timed call, after an L2
-# flush — each summarised by scripts/trace_report.py (load round trip per
+# traced call of each benchmark row below — a timed call, after an L2 flush
+# — each summarised by scripts/trace_report.py (load round trip per
 # stage, consumer starvation, producer issue gaps, mainloop and epilogue per
 # tile); the full reports, with CTA 0's timeline, in $OUT/trace_logs.tgz.
 #
@@ -32,8 +32,8 @@ for row in "${rows[@]}"; do
   i=$((i + 1))
   trace="$out/trace_$i.bin"
   rm -f "$trace"
-  # Launch 0 is the benchmark's check against the reference, 1-3 its
-  # warm-up calls: the 5th launch is the first timed one.
+  # Before the 5th launch come three warm-up calls (and, for LoRA rows, a
+  # check against the reference): the 5th is a timed call, after an L2 flush.
   GGEMM_TRACE_FILE="$trace" GGEMM_TRACE_SKIP=4 timeout 180 build-trace/bench/ggemm_bench \
     --benchmark_filter="$row" > "$out/trace_run_$i.log" 2>&1
   echo "== $row"

@@ -24,6 +24,7 @@ stamps of each role's first and last event):
 `--cta N` also prints CTA N's events in order (ns from its consumer 0's
 start), `--self-test` checks the arithmetic on a synthetic trace.
 """
+import bisect
 import statistics
 import struct
 import sys
@@ -101,8 +102,7 @@ def summarise(launch):
         gaps += [to_ns(issue[b]) - to_ns(issue[a]) for a, b in zip(seqs, seqs[1:])]
         full_times = sorted(full.values())
         for s in seqs:
-            passed = sum(1 for c in full_times if c <= issue[s])
-            ahead.append(s + 1 - passed)
+            ahead.append(s + 1 - bisect.bisect_right(full_times, issue[s]))
         tile_start = None
         for kind, a, c in cons:
             if kind == TILE:
