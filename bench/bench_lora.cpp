@@ -492,6 +492,17 @@ void bench_lora(benchmark::State& state, int shape_index, LoraImpl impl) {
   }
 }
 
+// Which implementations a shape is timed with: real shapes every one but
+// the memset; probes the graphed call, and with inactive adapters also the
+// same zeros written by cudaMemsetAsync.
+bool measured(const LoraShape& shape, LoraImpl impl) {
+  switch (shape.probe) {
+    case Probe::kNone: return impl != LoraImpl::kMemsetOutputs;
+    case Probe::kInactive: return impl == LoraImpl::kGgemmGraph || impl == LoraImpl::kMemsetOutputs;
+    default: return impl == LoraImpl::kGgemmGraph;
+  }
+}
+
 }  // namespace
 
 void register_lora_benchmarks(const LoraBenchEnv& env) {
@@ -501,14 +512,7 @@ void register_lora_benchmarks(const LoraBenchEnv& env) {
   for (int i = 0; i < kNumLoraShapes; ++i)
     for (LoraImpl impl :
          {LoraImpl::kGgemm, LoraImpl::kGgemmGraph, LoraImpl::kCublasLoopGraph, LoraImpl::kMemsetOutputs}) {
-      // Probes time the graphed call (and, with inactive adapters, the same
-      // zeros written by cudaMemsetAsync); real shapes every implementation
-      // but the memset.
-      const bool probe = kLoraShapes[i].probe != Probe::kNone;
-      if (probe ? impl == LoraImpl::kGgemm || impl == LoraImpl::kCublasLoopGraph
-                      || (impl == LoraImpl::kMemsetOutputs && kLoraShapes[i].probe != Probe::kInactive)
-                : impl == LoraImpl::kMemsetOutputs)
-        continue;
+      if (!measured(kLoraShapes[i], impl)) continue;
       const std::string name = full_name(kLoraShapes[i]) + "/" + impl_name(impl);
       benchmark::RegisterBenchmark(name.c_str(), bench_lora, i, impl)
           ->UseManualTime()

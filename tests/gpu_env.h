@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <ctime>
+#include <random>
 #include <string>
 
 #include "ggemm.h"
@@ -31,6 +34,15 @@ ggemm_handle_t gpu_handle(std::string *why_not);
     ASSERT_EQ(s_, GGEMM_STATUS_SUCCESS) << #expr << " -> " << ggemm_status_string(s_) << ": " \
                                         << ggemm_last_error_message();                 \
   } while (0)
+
+// A seed for fresh data every run; GPU tests print it with any failure so
+// the run can be reproduced.
+inline uint64_t fresh_seed() { return uint64_t(std::random_device{}()) << 32 | uint64_t(time(nullptr)); }
+
+// The dtype's name in test case descriptions.
+inline const char *dtype_label(ggemm_dtype t) {
+  return t == GGEMM_DTYPE_BF16 ? "bf16" : t == GGEMM_DTYPE_FP16 ? "fp16" : "fp32";
+}
 
 // A device allocation freed on scope exit.
 class DeviceBuffer {

@@ -40,13 +40,6 @@ std::ostream &operator<<(std::ostream &os, const Case &c) { return os << c.name;
 
 size_t bytes_of(ggemm_dtype t) { return ref::dtype_size(t); }
 
-const char *dtype_label(ggemm_dtype t) {
-  return t == GGEMM_DTYPE_BF16 ? "bf16" : t == GGEMM_DTYPE_FP16 ? "fp16" : "fp32";
-}
-
-// Fresh data every run; the seed is printed with any failure to reproduce it.
-uint64_t fresh_seed() { return uint64_t(std::random_device{}()) << 32 | uint64_t(time(nullptr)); }
-
 // Everything one call needs, on host and device.
 struct Problem {
   Case c;

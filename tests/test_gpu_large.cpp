@@ -59,10 +59,6 @@ constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
 constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
 constexpr int64_t k2To31 = int64_t(1) << 31;
 
-uint64_t fresh_seed() { return uint64_t(std::random_device{}()) << 32 | uint64_t(time(nullptr)); }
-
-const char *dtype_label(ggemm_dtype t) { return t == kBf16 ? "bf16" : t == kFp16 ? "fp16" : "fp32"; }
-
 size_t esize(ggemm_dtype t) { return ref::dtype_size(t); }
 
 // Skips the test when the device has less than `bytes` (plus 1 GiB of

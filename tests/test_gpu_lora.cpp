@@ -69,12 +69,6 @@ struct LoraCase {
 
 std::ostream &operator<<(std::ostream &os, const LoraCase &c) { return os << c.name; }
 
-const char *dtype_label(ggemm_dtype t) {
-  return t == kBf16 ? "bf16" : t == kFp16 ? "fp16" : "fp32";
-}
-
-uint64_t fresh_seed() { return uint64_t(std::random_device{}()) << 32 | uint64_t(time(nullptr)); }
-
 // `groups` groups over `owned` rows, sizes skewed (weights 1..4), ids
 // spread over the adapters. With holes: every 5th group is empty and every
 // 7th (from the 4th) has no adapter (-1).

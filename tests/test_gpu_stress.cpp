@@ -58,10 +58,6 @@ constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
 constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
 constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
 
-uint64_t fresh_seed() { return uint64_t(std::random_device{}()) << 32 | uint64_t(time(nullptr)); }
-
-const char *dtype_label(ggemm_dtype t) { return t == kBf16 ? "bf16" : t == kFp16 ? "fp16" : "fp32"; }
-
 const char *epilogue_label(ggemm_epilogue e) {
   return e == GGEMM_EPILOGUE_STORE ? "store" : e == GGEMM_EPILOGUE_ACCUMULATE ? "accumulate" : "row_scale";
 }
