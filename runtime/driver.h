@@ -28,6 +28,7 @@ namespace ggemm {
   X(cuLibraryGetKernelCount, 12040)        \
   X(cuLibraryEnumerateKernels, 12040)      \
   X(cuKernelGetName, 12030)                \
+  X(cuKernelGetAttribute, 12000)           \
   X(cuKernelSetAttribute, 12000)           \
   X(cuLaunchKernelEx, 12000)               \
   X(cuOccupancyMaxActiveClusters, 12000)   \

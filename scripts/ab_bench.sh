@@ -32,8 +32,10 @@ IFS=',' read -r -a patch_list <<< "$patches"
 for i in "${!patch_list[@]}"; do
   label=${letters[$i]}
   tree=$(mktemp -d /tmp/ggemm_ab_$label.XXXXXX)
-  # The tracked and untracked source files, without build outputs.
-  git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$tree"
+  # The tracked and untracked source files, without build outputs (nor
+  # tracked files this tree has deleted or renamed).
+  git ls-files -co --exclude-standard -z |
+    xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh | xargs -0 cp --parents -t "$tree"
   (cd "$tree" && patch -p1 --quiet < "$(realpath "${patch_list[$i]}")") || { echo "$label: patch does not apply"; exit 1; }
   labels+=("$label"); sources+=("$tree"); builds+=("$tree/build")
   echo "$label: ${patch_list[$i]} applied in $tree"

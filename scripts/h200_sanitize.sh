@@ -27,16 +27,36 @@ status=0
 for tool in memcheck racecheck synccheck initcheck; do
   extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
+  run_filter=$filter
+  if [ "$tool" = racecheck ]; then
+    # Open problem (NOTES v0.7/v0.8): racecheck hangs in about half the runs
+    # of the stress test, never without a sanitizer nor under the other
+    # tools. It runs on its own below, bounded, so a hang costs 90 s, not the
+    # whole pass.
+    run_filter="$filter:-StressGpu.*"
+  fi
   # The sanitizers slow kernels down by one to two orders of magnitude; the
   # 10 s in-kernel wait bound still holds for these test sizes.
   # Per-test output (no --gtest_brief): a tool that runs out of time still
   # shows which test it was in and how long the others took.
   timeout 420 compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 \
-    "$tests" --gtest_filter="$filter" > "$out/sanitize_$tool.log" 2>&1
+    "$tests" --gtest_filter="$run_filter" > "$out/sanitize_$tool.log" 2>&1
   rc=$?
   [ $rc -eq 124 ] && echo "$tool: timed out in $(grep -E '^\[ RUN' "$out/sanitize_$tool.log" | tail -1)"
   grep -E '^\[ +OK \].*\(([0-9]{5,}) ms\)' "$out/sanitize_$tool.log" | sed "s/^/$tool slow: /" | head -5
   [ $rc -ne 0 ] && status=1
   echo "$tool rc=$rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|tests? (ran|passed)|PASSED|FAILED' "$out/sanitize_$tool.log" | tr '\n' ' ')"
 done
+# The stress tests under racecheck, on their own (see above); a hang is
+# reported, with the calls in flight, and does not fail the script.
+timeout 90 compute-sanitizer --tool racecheck --error-exitcode 99 "$tests" --gtest_filter='StressGpu.*' \
+  > "$out/sanitize_racecheck_stress.log" 2>&1
+rc=$?
+if [ $rc -eq 124 ]; then
+  echo "racecheck stress: hung (known open problem); calls in flight:"
+  for t in 0 1 2 3; do grep "\[ trace    \] thread $t " "$out/sanitize_racecheck_stress.log" | tail -1; done
+else
+  [ $rc -ne 0 ] && status=1
+  echo "racecheck stress rc=$rc: $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' "$out/sanitize_racecheck_stress.log" | tr '\n' ' ')"
+fi
 exit $status
