@@ -8,6 +8,10 @@
 # to the hung process. Needs an existing build (scripts/h200_check.sh).
 #
 #   scripts/h200_racecheck_hang.sh [runs] [seconds per run]
+#
+# GGEMM_STRESS_THREADS (1..4) and GGEMM_STRESS_SEED pass through to the test:
+# fewer threads, or a hung run's seed (printed first in each log), narrow
+# the hang down.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/h200_out}
@@ -26,10 +30,10 @@ for i in $(seq "$runs"); do
   for _ in $(seq "$limit"); do kill -0 $pid 2>/dev/null || break; sleep 1; done
   if ! kill -0 $pid 2>/dev/null; then
     wait $pid
-    echo "run $i: finished rc=$? $(grep -E 'RACECHECK SUMMARY' "$log")"
+    echo "run $i: finished rc=$? $(grep -E 'RACECHECK SUMMARY' "$log") ($(grep -m1 -o 'seed [0-9]*' "$log"))"
     continue
   fi
-  echo "run $i: still running after $limit s"
+  echo "run $i: still running after $limit s ($(grep -m1 -o 'seed [0-9]*, [0-9]* calls on [0-9]* threads' "$log"))"
   nvidia-smi --query-gpu=utilization.gpu,power.draw,clocks.sm --format=csv,noheader
   echo "last call of each thread (and the kernel of the last calls):"
   for t in 0 1 2 3; do grep "\[ trace    \] thread $t " "$log" | tail -1; done

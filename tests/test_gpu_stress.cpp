@@ -11,7 +11,9 @@
 //   band after them, so unwritten elements, rows outside every group and
 //   writes past the output all fail. GGEMM_STRESS_CALLS overrides the total
 //   (e.g. lower under compute-sanitizer); GGEMM_STRESS_TRACE=1 prints each
-//   call before it is enqueued.
+//   call before it is enqueued; GGEMM_STRESS_SEED replays a run's calls (the
+//   seed is printed first), GGEMM_STRESS_THREADS runs 1..4 of the threads
+//   (for narrowing down the racecheck hang, NOTES v0.8).
 // - StressGpu.BitwiseDeterministic: the same mid-size grouped matmul (both
 //   weight layouts) and LoRA shrink + expand pair, run twice on one stream
 //   and once, concurrently with the second run, on another stream through
@@ -493,31 +495,35 @@ void worker_main(Worker *w, ggemm_handle_t shared) {
   }
 }
 
-int stress_calls() {
-  const char *env = std::getenv("GGEMM_STRESS_CALLS");
+// A positive integer from the environment, or `fallback`.
+uint64_t env_or(const char *name, uint64_t fallback) {
+  const char *env = std::getenv(name);
   if (env && *env) {
-    const long v = std::strtol(env, nullptr, 10);
-    if (v > 0) return int(v);
+    const unsigned long long v = std::strtoull(env, nullptr, 10);
+    if (v > 0) return v;
   }
-  return 2000;
+  return fallback;
 }
 
 TEST(StressGpu, ManyThreadsStreamsAndHandles) {
   GGEMM_REQUIRE_GPU(shared);
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = env_or("GGEMM_STRESS_SEED", fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
-  constexpr int kThreads = 4;
-  const int total = stress_calls();
+  // Threads 0 and 2 share the process handle, 1 and 3 own one each.
+  const int thread_count = int(std::min<uint64_t>(env_or("GGEMM_STRESS_THREADS", 4), 4));
+  const int total = int(env_or("GGEMM_STRESS_CALLS", 2000));
+  std::printf("[ stress   ] seed %llu, %d calls on %d threads\n", (unsigned long long)seed, total, thread_count);
+  std::fflush(stdout);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
 
   std::vector<std::unique_ptr<Worker>> workers;
-  for (int t = 0; t < kThreads; ++t) {
+  for (int t = 0; t < thread_count; ++t) {
     auto w = std::make_unique<Worker>();
     w->index = t;
     w->own_handle = t % 2 == 1;  // threads 1, 3: a handle of their own
-    w->ref_threads = std::max(1u, hw / kThreads);
+    w->ref_threads = std::max(1u, hw / thread_count);
     w->seed = seed + uint64_t(t) * 0x632be59bd9b4e019ull;
-    w->planned = total / kThreads + (t < total % kThreads ? 1 : 0);
+    w->planned = total / thread_count + (t < total % thread_count ? 1 : 0);
     workers.push_back(std::move(w));
   }
   const auto start = std::chrono::steady_clock::now();
@@ -539,7 +545,7 @@ TEST(StressGpu, ManyThreadsStreamsAndHandles) {
   }
   EXPECT_EQ(done, total);
   std::printf("[ stress   ] %d calls (%d grouped_matmul, %d lora_shrink_qkv, %d lora_expand_qkv) on %d threads in %.1f s\n",
-              done, grouped, shrinks, expands, kThreads, seconds);
+              done, grouped, shrinks, expands, thread_count, seconds);
 }
 
 // ---------------------------------------------------------------------------
