@@ -12,6 +12,14 @@
 // In every other build TraceWriter is empty and inlined away: the kernels'
 // SASS is the same as without this header (checked when it was added).
 //
+// Measured on the H200 (NOTES v0.8): traced kernels run up to ~40% slower
+// than the default build (two global stores per event; the producer spills
+// a few bytes), so gaps between events on the critical path come out
+// inflated. Use the trace for order and shape (who waits for whom, how many
+// stages run ahead), and confirm any cost it suggests by an A/B of the
+// default build (scripts/ab_bench.sh): the tile walk's apparent 0.4-1.2 us
+// did not survive one.
+//
 // Buffer: [CTA][role][event] of two uint64: the value (clock64, or
 // %globaltimer in ns for kTraceGlobaltimer) and kind << 32 | argument. Roles:
 // 0 producer, 1 + w consumer warpgroup w. Events past kTraceEvents per role
