@@ -9,9 +9,10 @@
 #
 #   scripts/h200_racecheck_hang.sh [runs] [seconds per run]
 #
-# GGEMM_STRESS_THREADS (1..4) and GGEMM_STRESS_SEED pass through to the test:
-# fewer threads, or a hung run's seed (printed first in each log), narrow
-# the hang down.
+# GGEMM_STRESS_THREADS (1..4), GGEMM_STRESS_SEED and GGEMM_STRESS_CALL_SEED
+# pass through to the test: fewer threads, a hung run's seed (printed first
+# in each log), or one call alone (its seed is in its trace line) narrow the
+# hang down.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/h200_out}

@@ -12,8 +12,10 @@
 //   writes past the output all fail. GGEMM_STRESS_CALLS overrides the total
 //   (e.g. lower under compute-sanitizer); GGEMM_STRESS_TRACE=1 prints each
 //   call before it is enqueued; GGEMM_STRESS_SEED replays a run's calls (the
-//   seed is printed first), GGEMM_STRESS_THREADS runs 1..4 of the threads
-//   (for narrowing down the racecheck hang, NOTES v0.8).
+//   seed is printed first), GGEMM_STRESS_THREADS runs 1..4 of the threads,
+//   GGEMM_STRESS_CALL_SEED runs the one call of that seed (each call's seed
+//   is in its trace line) on the shared handle (for narrowing down the
+//   racecheck hang, NOTES v0.8).
 // - StressGpu.BitwiseDeterministic: the same mid-size grouped matmul (both
 //   weight layouts) and LoRA shrink + expand pair, run twice on one stream
 //   and once, concurrently with the second run, on another stream through
@@ -206,6 +208,7 @@ struct Worker {
   cudaStream_t stream = nullptr;
   unsigned ref_threads = 1;
   uint64_t seed = 0;
+  uint64_t only_call_seed = 0;  // nonzero: the one call to run (GGEMM_STRESS_CALL_SEED)
   int planned = 0;
   int done = 0;
   int grouped = 0, shrinks = 0, expands = 0;
@@ -467,7 +470,8 @@ void worker_main(Worker *w, ggemm_handle_t shared) {
   if (worker_setup(*w, shared)) {
     for (int i = 0; i < w->planned; ++i) {
       // Each call has its own seed, printed with any failure of it.
-      const uint64_t call_seed = w->seed ^ (uint64_t(i + 1) * 0x9e3779b97f4a7c15ull);
+      const uint64_t call_seed =
+          w->only_call_seed ? w->only_call_seed : w->seed ^ (uint64_t(i + 1) * 0x9e3779b97f4a7c15ull);
       Rng rng(call_seed);
       const std::string where = "thread " + std::to_string(w->index) + (w->own_handle ? " (own handle)" : " (shared handle)") +
                                 " call " + std::to_string(i) + " seed " + std::to_string(call_seed) + ":";
@@ -510,8 +514,9 @@ TEST(StressGpu, ManyThreadsStreamsAndHandles) {
   const uint64_t seed = env_or("GGEMM_STRESS_SEED", fresh_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   // Threads 0 and 2 share the process handle, 1 and 3 own one each.
-  const int thread_count = int(std::min<uint64_t>(env_or("GGEMM_STRESS_THREADS", 4), 4));
-  const int total = int(env_or("GGEMM_STRESS_CALLS", 2000));
+  const uint64_t only_call_seed = env_or("GGEMM_STRESS_CALL_SEED", 0);
+  const int thread_count = only_call_seed ? 1 : int(std::min<uint64_t>(env_or("GGEMM_STRESS_THREADS", 4), 4));
+  const int total = only_call_seed ? 1 : int(env_or("GGEMM_STRESS_CALLS", 2000));
   std::printf("[ stress   ] seed %llu, %d calls on %d threads\n", (unsigned long long)seed, total, thread_count);
   std::fflush(stdout);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
@@ -523,6 +528,7 @@ TEST(StressGpu, ManyThreadsStreamsAndHandles) {
     w->own_handle = t % 2 == 1;  // threads 1, 3: a handle of their own
     w->ref_threads = std::max(1u, hw / thread_count);
     w->seed = seed + uint64_t(t) * 0x632be59bd9b4e019ull;
+    w->only_call_seed = only_call_seed;
     w->planned = total / thread_count + (t < total % thread_count ? 1 : 0);
     workers.push_back(std::move(w));
   }
