@@ -100,8 +100,9 @@ ggemm_status Device::kernel(const std::string &name, CUkernel *out) {
   auto found = kernel_index_.find(name);
   CUkernel k = found == kernel_index_.end() ? nullptr : found->second;
   if (!k) return fail(GGEMM_STATUS_INTERNAL_ERROR, "kernel %s is not in the embedded fatbins", name.c_str());
-  // The opt-in limit covers static and dynamic shared memory together (the
-  // kernels' static routing table, ptx/routing_table.h, counts against it).
+  // The opt-in limit covers static and dynamic shared memory together: a
+  // kernel's static shared memory, if it has any, leaves that much less for
+  // the dynamic layout.
   int static_bytes = 0;
   GGEMM_CU(*drv_, cuKernelGetAttribute(&static_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k, dev_));
   GGEMM_CU(*drv_, cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -163,11 +163,11 @@ struct GroupedGemmSm90 {
     }
   }
 
-  // The cluster's walk (cluster_walk in ptx/cluster_tiles.h), read from the
-  // special registers at each use: at tile_m 256 the consumers have no
-  // register to keep a 64-bit stride in.
-  GGEMM_DEVICE static uint32_t first_tile() { return blockIdx.x / ClusterM; }
-  GGEMM_DEVICE static uint32_t tile_stride() { return gridDim.x / ClusterM; }
+  // The cluster's walk (cluster_walk, as the CPU tests simulate it), read
+  // from the special registers at each use: at tile_m 256 the consumers have
+  // no register to keep a 64-bit stride in.
+  GGEMM_DEVICE static uint32_t first_tile() { return uint32_t(cluster_walk(blockIdx.x, gridDim.x, ClusterM).first); }
+  GGEMM_DEVICE static uint32_t tile_stride() { return uint32_t(cluster_walk(blockIdx.x, gridDim.x, ClusterM).stride); }
 
   // This CTA's rank in its cluster (0 without clusters).
   GGEMM_DEVICE static uint32_t rank() {
