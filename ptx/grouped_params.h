@@ -51,10 +51,25 @@ struct GroupedGemmParams {
   // MMA rows past the box read stale shared memory into accumulator rows
   // that are never stored). MN-major weights: 128.
   uint32_t weights_box_rows;
+  // Slices of K (tile_k wide) per pipeline stage: 1, or with K-sliced views
+  // (K-major weights, no cluster, K a multiple of tile_k, the 128-byte
+  // swizzle) 2 or 4 — one TMA
+  // box per operand carries them all: tmap_tokens is then 3-D {tile_k, rows,
+  // K / tile_k} and tmap_weights 4-D {tile_k, N, K / tile_k, E}, both with
+  // the slice dimension 128 bytes apart (NOTES v0.8: the shrink's time
+  // follows the number of boxes).
+  uint32_t k_slices;
 #if GGEMM_TRACE
   uint64_t *trace;  // diagnostic builds only: the event buffer (ptx/trace.h), null = off
 #endif
 };
+
+// K-major weight rows one stage loads (the TMA box): N rounded up to 8 when
+// N is narrower than a tile (LoRA shrink's 3R rows), else the tile's rows;
+// each CTA of a pair loads a whole tile (its share may lie past N).
+GGEMM_HOST_DEVICE constexpr uint32_t kmajor_box_rows(bool kmajor, uint32_t cluster_size, int64_t n, uint32_t tile_n) {
+  return kmajor && cluster_size == 1 && n < int64_t(tile_n) ? uint32_t((n + 7) / 8 * 8) : tile_n;
+}
 
 // The trace buffer of a launch; null outside trace builds.
 GGEMM_HOST_DEVICE inline uint64_t *trace_buffer(const GroupedGemmParams &p) {

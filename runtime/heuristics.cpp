@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ptx/grouped_params.h"
 #include "ptx/sm100/kernel_table.h"
 #include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/kernel_table.h"
@@ -56,6 +57,11 @@ struct ArchRules {
     return (v == 16 || v == 32 || v == 64 || v == 128 || v == 256) && v <= max_tile_m(out_bytes);
   }
 };
+
+// The TMA bytes a K-sliced sm_90a stage should load at least (see the
+// K-sliced stages in choose_sm90_config): 20 KB at ~270 ns per stage is
+// ~75 GB/s per SM, past DRAM's share with 132 SMs busy.
+constexpr uint32_t kMinStageBytes = 20 * 1024;
 
 // sm_90a: ptx/sm90/kernel_table.h instantiates 256 for 16-bit outputs only,
 // and 256 has no registers left for accumulate.
@@ -250,8 +256,37 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
                 "tile_m is %u (set tile_m = 128 or 256)",
                 c.tile_m);
   c.cluster_m = common.cluster_m == 2 ? 2 : 1;
+  c.weights_box_rows = kmajor_box_rows(shape.transpose_b, c.cluster_m, shape.n, sm90::kTileN);
+  // K-sliced stages: several 64-wide slices of K per stage, one TMA box per
+  // operand, where K-major weights, no cluster and K a multiple of 64 allow
+  // the sliced views and the stage count is automatic. One SM's TMA path
+  // completes about one stage per 270 ns whatever its bytes up to ~24 KB
+  // (bench/tma_probe.cu on the H200, NOTES v0.9), so a stage of a few KB
+  // starves the SM: take the fewest slices (1, 2 or 4) that load at least
+  // kMinStageBytes per stage, where 3 such stages fit and K covers two.
+  // Measured (A/B by GGEMM_K_SLICES, us): LoRA shrink R 16 (10 KB stages)
+  // 21.9 / 20.2 / 20.7 with 1 / 2 / 4 slices, decode shrink (8 KB) 18.3 /
+  // 14.9 / 13.6, R 64 (24 KB) 27.3 / 29.0 / 40.4, MoE decode rows level.
+  // GGEMM_K_SLICES (k_slices_request: 1, 2 or 4) forces the count where 2
+  // stages fit.
+  if (shape.transpose_b && c.cluster_m == 1 && c.swizzle_bytes == 128 && shape.k % 64 == 0 && c.stages == 0) {
+    auto fit = [&](uint32_t slices) {
+      return sm90::max_stages(c.tile_m, 128, out_bytes, uint32_t(props.smem_optin), 1, slices, c.weights_box_rows);
+    };
+    if (shape.k_slices_request != 0) {
+      if (shape.k_slices_request > 1 && fit(shape.k_slices_request) >= 2) c.k_slices = shape.k_slices_request;
+    } else {
+      const uint32_t slice_bytes = (c.weights_box_rows + c.tile_m) * 128;
+      for (uint32_t slices = 1; slices <= 4; slices *= 2) {
+        if (slices > 1 && (shape.k < int64_t(64 * slices * 2) || fit(slices) < 3)) break;
+        c.k_slices = slices;
+        if (slices * slice_bytes >= kMinStageBytes) break;
+      }
+    }
+  }
 
-  const uint32_t fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin));
+  const uint32_t fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 1,
+                                        c.k_slices, c.weights_box_rows);
   if (fit < 2) return refuse_fit(common, shape, props, fit);
   // Two epilogue buffers when the whole reduction still fits in the pipeline
   // with them (short K: LoRA, small hidden sizes): such calls are bound by
@@ -259,8 +294,9 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   // chunk with the TMA store of the last. With a long K the memory is worth
   // more as pipeline stages (NOTES v0.3: 3 stages lost to 4).
   const uint32_t tile_k = c.swizzle_bytes / 2;
-  const int64_t k_iters = (shape.k + tile_k - 1) / tile_k;
-  const uint32_t fit2 = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 2);
+  const int64_t k_iters = ((shape.k + tile_k - 1) / tile_k + c.k_slices - 1) / c.k_slices;
+  const uint32_t fit2 = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 2,
+                                         c.k_slices, c.weights_box_rows);
   if (fit2 >= 2 && k_iters <= int64_t(fit2) && (c.stages == 0 || c.stages <= fit2)) {
     c.staging_buffers = 2;
     if (c.stages == 0) c.stages = fit2;

@@ -41,7 +41,19 @@ struct ArchKernel {
   // sharing its token tile). A cluster walks pair tiles of 256 weight rows,
   // and each of its CTAs loads tile_m / cluster_size of the token rows.
   uint32_t cluster_size = 1;
+  uint32_t k_slices = 1;  // sm_90a K-sliced stages (GroupedGemmParams::k_slices); 1 on sm_100a
 };
+
+// GGEMM_K_SLICES=1, 2 or 4 forces sm_90a's slices of K per stage where the
+// K-sliced views allow them (experiments: A/B on one binary); unset or
+// anything else = the config rules' choice. Read once per process.
+uint32_t k_slices_request() {
+  static const uint32_t request = [] {
+    const char *v = std::getenv("GGEMM_K_SLICES");
+    return v && (v[0] == '1' || v[0] == '2' || v[0] == '4') && v[1] == 0 ? uint32_t(v[0] - '0') : 0u;
+  }();
+  return request;
+}
 
 ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, const GroupedLaunch &a, ArchKernel *k) {
   Sm90Config cfg;
@@ -54,8 +66,9 @@ ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, cons
   k->stages = cfg.stages;
   k->staging_buffers = cfg.staging_buffers;
   k->threads = sm90::kThreads;
+  k->k_slices = cfg.k_slices;
   k->smem_bytes = sm90::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(a.out_dtype), cfg.stages,
-                                         cfg.staging_buffers)
+                                         cfg.staging_buffers, cfg.k_slices, cfg.weights_box_rows)
                       .total_bytes();
   k->out_box_tokens = sm90::sm90_epilogue_stage_tokens(cfg.tile_m);
   k->cluster_size = cfg.cluster_m;
@@ -87,6 +100,25 @@ ggemm_status plan_sm100(const DeviceProps &props, const GroupedShape &shape, con
   return GGEMM_STATUS_SUCCESS;
 }
 
+// K-sliced views (GroupedGemmParams::k_slices): the slice index is a
+// dimension of its own, 128 bytes apart, so one box carries k_slices
+// 64-wide slices of K, each landing as the usual 128B-swizzled tile.
+ggemm_status encode_sliced_operands(const Driver &drv, const GroupedLaunch &a, const ArchKernel &k,
+                                    uint32_t weights_box_rows, GroupedGemmParams *p) {
+  const uint32_t tile_k = k.swizzle_bytes / 2, in_bytes = dtype_bytes(a.in_dtype);
+  const uint64_t slices = uint64_t(a.k) / tile_k, row_bytes = uint64_t(a.k) * in_bytes;
+  TensorMapSpec tokens{"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 3,
+                       {tile_k, uint64_t(a.a_rows), slices, 0}, {tile_k, k.tile_m, k.k_slices, 0},
+                       tma_swizzle_for_bytes(k.swizzle_bytes)};
+  tokens.strides[0] = row_bytes, tokens.strides[1] = tile_k * in_bytes;
+  GGEMM_TRY(encode_tensor_map(drv, tokens, &p->tmap_tokens));
+  TensorMapSpec weights{"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 4,
+                        {tile_k, uint64_t(a.n), slices, uint64_t(a.num_experts)},
+                        {tile_k, weights_box_rows, k.k_slices, 1}, tma_swizzle_for_bytes(k.swizzle_bytes)};
+  weights.strides[0] = row_bytes, weights.strides[1] = tile_k * in_bytes, weights.strides[2] = row_bytes * a.n;
+  return encode_tensor_map(drv, weights, &p->tmap_weights);
+}
+
 // The kernel parameters: tensor maps of the call's own pointers (never
 // cached), the output views, the routing arrays and the config.
 ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKernel &k, bool span_segments,
@@ -94,29 +126,32 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   const uint32_t tile_k = k.swizzle_bytes / 2;
   const uint32_t in_bytes = dtype_bytes(a.in_dtype), out_bytes = dtype_bytes(a.out_dtype);
   GroupedGemmParams p{};
-  GGEMM_TRY(encode_tensor_map(drv,
-                              {"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 2,
-                               {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, k.tile_m / k.cluster_size, 0},
-                               tma_swizzle_for_bytes(k.swizzle_bytes)},
-                              &p.tmap_tokens));
   // K-major weights narrower than a tile (LoRA shrink's 3R rows) load only
-  // their rows; each CTA of a pair loads 128 (its share may lie past N).
-  const uint32_t weights_box_rows =
-      a.transpose_b && k.cluster_size == 1 && a.n < int64_t(k.tile_n) ? uint32_t((a.n + 7) / 8 * 8) : k.tile_n;
-  if (a.transpose_b) {
-    GGEMM_TRY(encode_tensor_map(drv,
-                                {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
-                                 {uint64_t(a.k), uint64_t(a.n), uint64_t(a.num_experts)},
-                                 {tile_k, weights_box_rows, 1}, tma_swizzle_for_bytes(k.swizzle_bytes)},
-                                &p.tmap_weights));
+  // their rows (the sm_90a config sized its stages by the same).
+  const uint32_t weights_box_rows = kmajor_box_rows(a.transpose_b, k.cluster_size, a.n, k.tile_n);
+  if (k.k_slices > 1) {
+    GGEMM_TRY(encode_sliced_operands(drv, a, k, weights_box_rows, &p));
   } else {
-    // [E, K, N]: boxes of tile_k rows of K by one 128-byte row of features
-    // (64 of 16 bits), 128B-swizzled; a weight tile is two such boxes.
     GGEMM_TRY(encode_tensor_map(drv,
-                                {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
-                                 {uint64_t(a.n), uint64_t(a.k), uint64_t(a.num_experts)},
-                                 {128 / in_bytes, tile_k, 1}, CU_TENSOR_MAP_SWIZZLE_128B},
-                                &p.tmap_weights));
+                                {"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 2,
+                                 {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, k.tile_m / k.cluster_size, 0},
+                                 tma_swizzle_for_bytes(k.swizzle_bytes)},
+                                &p.tmap_tokens));
+    if (a.transpose_b) {
+      GGEMM_TRY(encode_tensor_map(drv,
+                                  {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
+                                   {uint64_t(a.k), uint64_t(a.n), uint64_t(a.num_experts)},
+                                   {tile_k, weights_box_rows, 1}, tma_swizzle_for_bytes(k.swizzle_bytes)},
+                                  &p.tmap_weights));
+    } else {
+      // [E, K, N]: boxes of tile_k rows of K by one 128-byte row of features
+      // (64 of 16 bits), 128B-swizzled; a weight tile is two such boxes.
+      GGEMM_TRY(encode_tensor_map(drv,
+                                  {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
+                                   {uint64_t(a.n), uint64_t(a.k), uint64_t(a.num_experts)},
+                                   {128 / in_bytes, tile_k, 1}, CU_TENSOR_MAP_SWIZZLE_128B},
+                                  &p.tmap_weights));
+    }
   }
   static const char *const kViewNames[3] = {"output segment 0", "output segment 1", "output segment 2"};
   for (int v = 0; v < 3; ++v) {
@@ -148,6 +183,7 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   p.staging_buffers = k.staging_buffers;
   p.swizzle_bytes = k.swizzle_bytes;
   p.weights_box_rows = weights_box_rows;
+  p.k_slices = k.k_slices;
   *out = p;
   return GGEMM_STATUS_SUCCESS;
 }
@@ -169,8 +205,10 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   auto blocks = [](int64_t width) { return (width + kGroupedTileN - 1) / kGroupedTileN; };
   const int64_t col_blocks = blocks(seg_end0) + blocks(seg_end1 - seg_end0) + blocks(a.n - seg_end1);
 
-  const GroupedShape shape{a.in_dtype,   a.out_dtype,          a.m,        a.n, a.k, a.transpose_b,
-                           a.num_groups, a.max_rows_per_group, a.epilogue, col_blocks};
+  GroupedShape shape{a.in_dtype,   a.out_dtype,          a.m,        a.n, a.k, a.transpose_b,
+                     a.num_groups, a.max_rows_per_group, a.epilogue, col_blocks};
+  // Without a driver that encodes the K-sliced views, one slice per stage.
+  shape.k_slices_request = sliced_views_supported(drv) ? k_slices_request() : 1;
   ArchKernel k;
   switch (dev.arch()) {
     case Arch::kSm90a: GGEMM_TRY(plan_sm90(dev.props(), shape, a, &k)); break;
@@ -220,13 +258,14 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   if (debug_enabled()) {
     std::fprintf(stderr,
                  "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | "
-                 "%s kernel %s | tile %ux%ux%u stages %u swizzle %uB staging x%u | grid %lld x %u threads "
-                 "(clusters of %u), %u B smem\n",
+                 "%s kernel %s | tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u | grid %lld x "
+                 "%u threads (clusters of %u), %u B smem\n",
                  a.op, (long long)a.m, (long long)a.n, (long long)a.k, (long long)a.num_experts,
                  (long long)a.num_groups, dtype_name(a.in_dtype), dtype_name(a.out_dtype),
                  a.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)a.split0, (long long)a.split1,
                  a.a_planes ? " planes" : "", k.arch, k.name.c_str(), k.tile_m, k.tile_n, k.swizzle_bytes / 2,
-                 k.stages, k.swizzle_bytes, k.staging_buffers, (long long)grid, k.threads, k.cluster_size,
+                 k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes, k.staging_buffers, (long long)grid,
+                 k.threads, k.cluster_size,
                  k.smem_bytes);
   }
 

@@ -16,14 +16,24 @@ struct TensorMapSpec {
   const void *base;
   CUtensorMapDataType dtype;
   uint32_t elem_bytes;
-  uint32_t rank;
-  uint64_t dims[3];
-  uint32_t box[3];
+  uint32_t rank;            // 1..4
+  uint64_t dims[4];
+  uint32_t box[4];
   CUtensorMapSwizzle swizzle;
   uint64_t row_pitch = 0;  // elements between consecutive rows (dim 1); 0 = dims[0] (packed)
+  // Bytes between steps of dims 1..rank-1, when the view is not packed in
+  // dimension order (K-sliced views: a row, then 128 bytes); all 0 = packed
+  // (with row_pitch).
+  uint64_t strides[3] = {0, 0, 0};
 };
 
 ggemm_status encode_tensor_map(const Driver &drv, const TensorMapSpec &spec, CUtensorMap *out);
+
+// Whether this driver encodes K-sliced views (a dimension whose stride is
+// smaller than the one before it: GroupedGemmParams::k_slices). Asked once
+// per process with a dummy address; the launch plans one slice per stage
+// when not.
+bool sliced_views_supported(const Driver &drv);
 
 CUtensorMapSwizzle tma_swizzle_for_bytes(uint32_t bytes);
 

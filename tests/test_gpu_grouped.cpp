@@ -202,6 +202,28 @@ std::vector<Case> cases() {
     add({"tiny_n8_k8" + l, {3, 17, 1}, {}, 8, 8, 2, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, tb});
     add({"odd_n200_k72" + l, {33, 90}, {}, 200, 72, 2, GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP32, tb});
   }
+  // K-sliced stages (several 64-wide slices of K per TMA box; the config
+  // rules take the fewest slices making a stage >= 20 KB,
+  // ChooseSm90Config.KSliced...). Two slices: decode tiles (tile_m 16) with
+  // 128-row weight boxes, K of 9 and 7 slices (the last stage half past K),
+  // fp16 out. Four slices: narrow (shrink-like) weight boxes of 48 and 40
+  // rows on tile_m 16 (few tiles: the rules halve tile_m), K of 17 slices
+  // (the last stage one real slice, three past K), fp16 in with the
+  // accumulate epilogue, and bf16 in with fp32 out.
+  add({"sliced2_k576_n200", {9, 16, 3, 0, 12}, {}, 200, 576, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, true});
+  add({"sliced2_k448_n1024", {16, 9, 13, 0, 16, 5, 11, 2}, {}, 1024, 448, 5, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16,
+       true});
+  {
+    Case c{"sliced4_narrow_n48_k1088_fp16_accumulate"};
+    c.rows = {20, 31, 7};
+    c.n = 48;
+    c.k = 1088;
+    c.in = GGEMM_DTYPE_FP16;
+    c.out = GGEMM_DTYPE_FP32;
+    c.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+    add(c);
+  }
+  add({"sliced4_narrow_n40_k1088_fp32", {13, 16, 0, 7}, {}, 40, 1088, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP32, true});
   // Many decode-sized groups (1..16 rows) over many experts; -1 and empty groups.
   {
     Case c{"decode_256_groups"};

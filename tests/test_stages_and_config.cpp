@@ -37,16 +37,22 @@ const uint32_t kOutBytes[] = {2, 4};
 // warpgroups of min(tile_m, 128) x 64 outputs), one 8-byte epilogue barrier per
 // consumer warpgroup, and 1024 bytes to align the dynamic base. The staging
 // (128B-swizzled) starts on a 1024-byte boundary after the stages.
-uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t out_bytes, uint64_t buffers = 1) {
+// With k_slices > 1 a stage holds k_slices slices of K: the weight box's
+// slices packed at box_rows rows apiece plus the (128 - box_rows) rows a
+// 128-row tile reaches past the last one, and k_slices token tiles.
+uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t out_bytes, uint64_t buffers = 1,
+                   uint64_t k_slices = 1, uint64_t box_rows = 128) {
   // The epilogue stages at most 128 tokens at a time.
   const uint64_t staged_tokens = tile_m < 128 ? tile_m : 128;
-  const uint64_t operands = (stages * (128 * swizzle + tile_m * swizzle) + 1023) / 1024 * 1024;
+  const uint64_t weight_rows = k_slices * box_rows + 128 - box_rows;
+  const uint64_t operands = (stages * (weight_rows * swizzle + k_slices * tile_m * swizzle) + 1023) / 1024 * 1024;
   return operands + stages * 16 + buffers * 2 * staged_tokens * 64 * out_bytes + 2 * 8 + 1024;
 }
 
-uint32_t expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t out_bytes, uint32_t smem, uint32_t buffers = 1) {
+uint32_t expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t out_bytes, uint32_t smem, uint32_t buffers = 1,
+                         uint32_t k_slices = 1, uint32_t box_rows = 128) {
   uint32_t s = 0;
-  while (s < sm90::kMaxStages && bytes_for(s + 1, tile_m, swizzle, out_bytes, buffers) <= smem) ++s;
+  while (s < sm90::kMaxStages && bytes_for(s + 1, tile_m, swizzle, out_bytes, buffers, k_slices, box_rows) <= smem) ++s;
   return s;
 }
 
@@ -81,6 +87,33 @@ TEST(MaxStages, MatchesTheDocumentedLayout) {
   // untested.
   EXPECT_TRUE(saw_cap);
   EXPECT_TRUE(saw_zero);
+}
+
+TEST(MaxStages, KSlicedStagesMatchTheDocumentedLayout) {
+  for (uint32_t tile_m : kTileMs)
+    for (uint32_t box_rows : {48u, 128u})
+      for (uint32_t buffers : {1u, 2u}) {
+        const uint32_t s = sm90::max_stages(tile_m, 128, 2, 232448, buffers, 4, box_rows);
+        uint32_t expected = 0;
+        while (expected < sm90::kMaxStages && bytes_for(expected + 1, tile_m, 128, 2, buffers, 4, box_rows) <= 232448)
+          ++expected;
+        EXPECT_EQ(s, expected) << "tile_m " << tile_m << ", box rows " << box_rows << ", buffers " << buffers;
+        if (s > 0) {
+          const sm90::SmemLayout l = sm90::make_smem_layout(tile_m, 128, 2, s, buffers, 4, box_rows);
+          EXPECT_EQ(l.total_bytes(), bytes_for(s, tile_m, 128, 2, buffers, 4, box_rows));
+          // Every slice of every stage starts on a 1024-byte boundary (the
+          // 128B swizzle's atom): weight slices box_rows rows apart, token
+          // slices tile_m rows apart.
+          for (uint32_t st = 0; st < s; ++st)
+            for (uint32_t sl = 0; sl < 4; ++sl) {
+              EXPECT_EQ((l.weights_offset(st) + sl * box_rows * 128) % 1024, 0u);
+              EXPECT_EQ((l.tokens_offset(st) + sl * tile_m * 128) % 1024, 0u);
+            }
+        }
+      }
+  // One slice: the plain layout, whatever the box rows.
+  EXPECT_EQ(sm90::make_smem_layout(32, 128, 2, 10, 1, 1, 48).total_bytes(),
+            sm90::make_smem_layout(32, 128, 2, 10).total_bytes());
 }
 
 TEST(MaxStages, MonotoneInSharedMemory) {
@@ -228,6 +261,82 @@ TEST(ChooseSm90Config, NarrowOutputsHalveTileMToFillTheSms) {
   EXPECT_EQ(cfg.tile_m, 16u);
 }
 
+// K-sliced stages where the views allow them (K-major, no cluster, 128-byte
+// swizzle, K a multiple of 64) and the stage count is automatic: the fewest
+// slices (1, 2 or 4) that load >= 20 KB per stage ((box rows + tile_m) x 128
+// bytes a slice), where K covers two such stages and 3 fit; GGEMM_K_SLICES
+// (k_slices_request) forces 1, 2 or 4 where 2 stages fit.
+TEST(ChooseSm90Config, KSlicedStagesWhereTheViewsAllowAndTheStagesAreSmall) {
+  auto slices = [](GroupedShape s, const ggemm_config *o = nullptr) {
+    Sm90Config cfg;
+    EXPECT_EQ(choose_sm90_config(h200(), s, o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    return cfg.k_slices;
+  };
+  GroupedShape shrink = shape(512);  // LoRA shrink R 16: tile_m 32, 3R = 48, K 4096: 10 KB a slice
+  shrink.m = 4096;
+  shrink.num_groups = 8;
+  shrink.n = 48;
+  EXPECT_EQ(slices(shrink), 2u);
+  Sm90Config cfg;
+  ASSERT_EQ(choose_sm90_config(h200(), shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 32u);
+  EXPECT_EQ(cfg.weights_box_rows, 48u);
+  EXPECT_EQ(cfg.stages, sm90::max_stages(32, 128, 2, 232448, 1, 2, 48));
+  EXPECT_GE(cfg.stages, 3u);
+  GroupedShape decode_shrink = shrink;  // M 64 over 8 adapters: tile_m 16, 8 KB a slice
+  decode_shrink.m = 64;
+  decode_shrink.max_rows_per_group = 8;
+  ASSERT_EQ(choose_sm90_config(h200(), decode_shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 16u);
+  EXPECT_EQ(cfg.k_slices, 4u);
+  EXPECT_EQ(slices(shape(16)), 2u);                        // decode tiles, N 4096: 18 KB a slice
+  EXPECT_EQ(slices(shape(32)), 1u);                        // tile_m 32, 128-row boxes: 20 KB
+  EXPECT_EQ(slices(shape(4096)), 1u);                      // tile_m 128
+  EXPECT_EQ(slices(shape(16, 4096, false)), 1u);           // [E, K, N] weights
+  EXPECT_EQ(slices(shape(16, 4160 + 8)), 1u);              // K not a multiple of 64
+  EXPECT_EQ(slices(shape(16, 128)), 1u);                   // K under two 2-slice stages
+  EXPECT_EQ(slices(shape(16, 256)), 2u);
+  GroupedShape narrow = decode_shrink;  // 4 slices, but K under two 4-slice stages
+  narrow.k = 448;
+  EXPECT_EQ(slices(narrow), 2u);
+  narrow.k = 512;
+  EXPECT_EQ(slices(narrow), 4u);
+  GroupedShape r64 = shrink;  // LoRA shrink R 64: tile_m 64, 128-row boxes: 24 KB a slice
+  r64.n = 192;
+  r64.col_blocks = 2;
+  ASSERT_EQ(choose_sm90_config(h200(), r64, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 64u);
+  EXPECT_EQ(cfg.k_slices, 1u);
+  // The GPU tests' K-sliced cases (test_gpu_grouped.cpp, sliced*).
+  GroupedShape gpu_wide = shape(16, 576, true, GGEMM_DTYPE_FP16);
+  gpu_wide.m = 40, gpu_wide.n = 200, gpu_wide.num_groups = 5;
+  EXPECT_EQ(slices(gpu_wide), 2u);
+  GroupedShape gpu_two = shape(16, 448);
+  gpu_two.m = 72, gpu_two.n = 1024, gpu_two.num_groups = 8;
+  EXPECT_EQ(slices(gpu_two), 2u);
+  GroupedShape gpu_narrow = shape(31, 1088, true, GGEMM_DTYPE_FP32);  // few tiles: tile_m halves to 16
+  gpu_narrow.a_dtype = GGEMM_DTYPE_FP16;
+  gpu_narrow.m = 58, gpu_narrow.n = 48, gpu_narrow.num_groups = 3, gpu_narrow.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+  EXPECT_EQ(slices(gpu_narrow), 4u);
+  GroupedShape gpu_four = shape(16, 1088, true, GGEMM_DTYPE_FP32);
+  gpu_four.m = 36, gpu_four.n = 40, gpu_four.num_groups = 4;
+  EXPECT_EQ(slices(gpu_four), 4u);
+  ggemm_config stages = blank_config();
+  stages.stages = 6;
+  EXPECT_EQ(slices(shape(16), &stages), 1u);  // a requested stage count keeps one slice per stage
+  GroupedShape forced_off = shrink;
+  forced_off.k_slices_request = 1;
+  EXPECT_EQ(slices(forced_off), 1u);
+  GroupedShape forced_on = shape(16, 128);  // K of one 2-slice stage: off by the rules
+  forced_on.k_slices_request = 4;
+  EXPECT_EQ(slices(forced_on), 4u);
+  GroupedShape wide_tile = shape(4096);  // tile_m 128: off by the rules; 3 stages of 2 slices fit
+  wide_tile.k_slices_request = 2;
+  EXPECT_EQ(slices(wide_tile), 2u);
+  wide_tile.k_slices_request = 4;  // not even 2 stages of 4 slices fit
+  EXPECT_EQ(slices(wide_tile), 1u);
+}
+
 TEST(ChooseSm90Config, SwizzleFollowsK) {
   const struct {
     int64_t k;
@@ -249,12 +358,15 @@ TEST(ChooseSm90Config, AutomaticStagesFillSharedMemory) {
       for (int64_t k : {16, 32, 512}) {
         Sm90Config cfg;
         ASSERT_EQ(choose_sm90_config(h200(), shape(rows, k, true, out), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-        EXPECT_EQ(cfg.stages,
-                  expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448, cfg.staging_buffers))
+        EXPECT_EQ(cfg.stages, expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448,
+                                              cfg.staging_buffers, cfg.k_slices, cfg.weights_box_rows))
             << "rows " << rows << ", k " << k << ", out " << dtype_name(out);
-        // Two epilogue buffers exactly when the whole K fits in the pipeline.
-        const uint32_t fit2 = expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448, 2);
-        EXPECT_EQ(cfg.staging_buffers, (k + cfg.swizzle_bytes / 2 - 1) / (cfg.swizzle_bytes / 2) <= fit2 ? 2u : 1u);
+        // Two epilogue buffers exactly when the whole K fits in the pipeline
+        // (stages of k_slices slices of tile_k).
+        const uint32_t fit2 = expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448, 2,
+                                              cfg.k_slices, cfg.weights_box_rows);
+        const uint32_t slices_of_k = (k + cfg.swizzle_bytes / 2 - 1) / (cfg.swizzle_bytes / 2);
+        EXPECT_EQ(cfg.staging_buffers, (slices_of_k + cfg.k_slices - 1) / cfg.k_slices <= fit2 ? 2u : 1u);
         EXPECT_EQ(cfg.tile_n, 128u);
       }
 }

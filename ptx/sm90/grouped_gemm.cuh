@@ -72,6 +72,10 @@ struct GroupedGemmSm90 {
   static_assert(ClusterM == 1 || (ClusterM == 2 && TileM >= 32), "clusters of 1, or pairs splitting >= 32 tokens");
   static constexpr uint32_t kPairTileN = kTileN * ClusterM;  // features a cluster's tile covers
   static constexpr uint32_t kTokensPerCta = TileM / ClusterM;  // token rows each CTA loads (and multicasts)
+  // K-sliced stages (GroupedGemmParams::k_slices): K-major weights, no
+  // cluster (a pair's multicast halves would interleave the slices).
+  static constexpr bool kSlicedViews = Layout == WeightLayout::kKMajor && ClusterM == 1;
+  GGEMM_DEVICE static uint32_t k_slices(const GroupedGemmParams &p) { return kSlicedViews ? p.k_slices : 1u; }
   static_assert(TileM % 16 == 0 && TileM >= 16 && TileM <= 256 && !(sizeof(Out) == 4 && TileM > 128),
                 "tile_m is the wgmma N (16..256, step 16 for stmatrix x4); fp32 output stops at 128");
   static constexpr int kAccRegs = TileM / 2;  // m64nNk16 f32: N/2 per thread
@@ -98,7 +102,8 @@ struct GroupedGemmSm90 {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + kSmemAlign - 1) & ~uintptr_t(kSmemAlign - 1));
-    const SmemLayout layout = make_smem_layout(TileM, p.swizzle_bytes, kOutBytes, p.stages, p.staging_buffers);
+    const SmemLayout layout = make_smem_layout(TileM, p.swizzle_bytes, kOutBytes, p.stages, p.staging_buffers,
+                                               k_slices(p), p.weights_box_rows);
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + layout.barrier_offset());
     uint64_t *empty = full + p.stages;
     uint64_t *c_loaded = empty + p.stages;  // [kConsumerWarpgroups]
@@ -140,9 +145,22 @@ struct GroupedGemmSm90 {
       // accumulators inside the loop. (A run-time k-step count, or a branch
       // between wgmmas, makes ptxas close extra wgmma groups or serialise
       // them, C7515.)
+      // K-sliced stages (k_slices 2 or 4) exist for the 128-byte swizzle only.
       uint64_t *c_loaded_wg = &c_loaded[warpgroup - 1];
       switch (p.swizzle_bytes) {
-        case 128: consume<128>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
+        case 128:
+          if constexpr (kSlicedViews) {
+            if (p.k_slices == 4) {
+              consume<128, 4>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1);
+              break;
+            }
+            if (p.k_slices == 2) {
+              consume<128, 2>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1);
+              break;
+            }
+          }
+          consume<128>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1);
+          break;
         case 64: consume<64>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
         default: consume<32>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
       }
@@ -182,9 +200,9 @@ struct GroupedGemmSm90 {
   GGEMM_DEVICE static void produce(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                    uint64_t *full, uint64_t *empty) {
     const uint32_t tile_k = p.swizzle_bytes / 2;
-    const uint32_t k_iters = (p.k + tile_k - 1) / tile_k;
-    const uint32_t weights_bytes =
-        Layout == WeightLayout::kKMajor ? p.weights_box_rows * p.swizzle_bytes : layout.weights_stage_bytes;
+    const uint32_t k_iters = ceil_div(ceil_div(p.k, tile_k), k_slices(p));
+    const uint32_t weights_bytes = Layout == WeightLayout::kKMajor ? k_slices(p) * p.weights_box_rows * p.swizzle_bytes
+                                                                   : layout.weights_stage_bytes;
     const uint32_t stage_bytes = weights_bytes + layout.tokens_stage_bytes;
     GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
     const uint32_t r = rank();
@@ -203,23 +221,8 @@ struct GroupedGemmSm90 {
         // A fresh barrier's "previous phase" (parity 1) counts as complete.
         ptx::mbarrier_wait_parity(&empty[pipe.stage], pipe.phase ^ 1);
         ptx::mbarrier_arrive_expect_tx(&full[pipe.stage], stage_bytes);
-        uint8_t *w = smem + layout.weights_offset(pipe.stage);
-        const int32_t k0 = int32_t(ki * tile_k);
-        if constexpr (Layout == WeightLayout::kKMajor) {
-          ptx::tma_load_3d(w, &p.tmap_weights, &full[pipe.stage], k0, int32_t(tile.col0), tile.expert);
-        } else {
-          // Two boxes of [tile_k rows of K][64 features]; one per consumer.
-          for (uint32_t half = 0; half < kConsumerWarpgroups; ++half)
-            ptx::tma_load_3d(w + half * tile_k * 128, &p.tmap_weights, &full[pipe.stage],
-                             int32_t(tile.col0 + half * kFeaturesPerWarpgroup), k0, tile.expert);
-        }
-        uint8_t *x = smem + layout.tokens_offset(pipe.stage);
-        if constexpr (ClusterM > 1) {
-          ptx::tma_load_2d_multicast(x + r * kTokensPerCta * p.swizzle_bytes, &p.tmap_tokens, &full[pipe.stage],
-                                     k0, token_row, uint16_t((1u << ClusterM) - 1));
-        } else {
-          ptx::tma_load_2d(x, &p.tmap_tokens, &full[pipe.stage], k0, token_row);
-        }
+        load_stage(p, smem + layout.weights_offset(pipe.stage), smem + layout.tokens_offset(pipe.stage),
+                   &full[pipe.stage], ki, tile, token_row, r);
         trace.record(kTraceIssue, trace.next_stage());
         pipe.advance(p.stages);
       }
@@ -227,8 +230,38 @@ struct GroupedGemmSm90 {
     trace.finish();
   }
 
+  // The TMA loads of stage ki of a tile into weights w and tokens x, both
+  // completing on `bar`: one slice of K (tile_k), or with the K-sliced views
+  // k_slices slices in one box per operand (past K: zero-filled, their bytes
+  // still counted).
+  GGEMM_DEVICE static void load_stage(const GroupedGemmParams &p, uint8_t *w, uint8_t *x, uint64_t *bar, uint32_t ki,
+                                      const GroupedTile &tile, int32_t token_row, uint32_t r) {
+    const uint32_t tile_k = p.swizzle_bytes / 2;
+    if (k_slices(p) > 1) {
+      const int32_t slice0 = int32_t(ki * k_slices(p));
+      ptx::tma_load_4d(w, &p.tmap_weights, bar, 0, int32_t(tile.col0), slice0, tile.expert);
+      ptx::tma_load_3d(x, &p.tmap_tokens, bar, 0, token_row, slice0);
+      return;
+    }
+    const int32_t k0 = int32_t(ki * tile_k);
+    if constexpr (Layout == WeightLayout::kKMajor) {
+      ptx::tma_load_3d(w, &p.tmap_weights, bar, k0, int32_t(tile.col0), tile.expert);
+    } else {
+      // Two boxes of [tile_k rows of K][64 features]; one per consumer.
+      for (uint32_t half = 0; half < kConsumerWarpgroups; ++half)
+        ptx::tma_load_3d(w + half * tile_k * 128, &p.tmap_weights, bar,
+                         int32_t(tile.col0 + half * kFeaturesPerWarpgroup), k0, tile.expert);
+    }
+    if constexpr (ClusterM > 1) {
+      ptx::tma_load_2d_multicast(x + r * kTokensPerCta * p.swizzle_bytes, &p.tmap_tokens, bar, k0, token_row,
+                                 uint16_t((1u << ClusterM) - 1));
+    } else {
+      ptx::tma_load_2d(x, &p.tmap_tokens, bar, k0, token_row);
+    }
+  }
+
   // ---- consumers: one warpgroup per 64 weight rows ---------------------------
-  template <uint32_t Swizzle>
+  template <uint32_t Swizzle, uint32_t Slices = 1>
   GGEMM_DEVICE static void consume(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                    uint64_t *full, uint64_t *empty, uint64_t *c_loaded, uint32_t cw) {
     // k_iters and the staging address are recomputed per tile where used:
@@ -253,7 +286,7 @@ struct GroupedGemmSm90 {
       const bool active = tile.expert >= 0;
       trace.record(kTraceTile, uint32_t(t));
       if (active) {
-        run_mainloop<Swizzle, TileM>(p, smem, layout, full, empty, cw, tile.rows, pipe, acc, trace);
+        run_mainloop<Swizzle, Slices, TileM>(p, smem, layout, full, empty, cw, tile.rows, pipe, acc, trace);
       } else if (p.epilogue == kEpilogueAccumulate) {
         continue;  // C += 0
       }
@@ -270,21 +303,21 @@ struct GroupedGemmSm90 {
   // that covers the tile's rows: a group's last, partial row block costs
   // only the MMA width it needs. The m64nNk16 fragment is a prefix of the
   // m64n(2N)k16 fragment, so the narrower MMA accumulates into acc's prefix.
-  template <uint32_t Swizzle, int N>
+  template <uint32_t Swizzle, uint32_t Slices, int N>
   GGEMM_DEVICE static void run_mainloop(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                         uint64_t *full, uint64_t *empty, uint32_t cw, uint32_t rows, Pipeline &pipe,
                                         float (&acc)[kAccRegs], TraceWriter &trace) {
     if constexpr (N > 16) {
       if (rows <= uint32_t(N / 2)) {
-        run_mainloop<Swizzle, N / 2>(p, smem, layout, full, empty, cw, rows, pipe, acc, trace);
+        run_mainloop<Swizzle, Slices, N / 2>(p, smem, layout, full, empty, cw, rows, pipe, acc, trace);
         return;
       }
     }
-    mainloop<Swizzle, N>(p, smem, layout, full, empty, cw, ceil_div(p.k, Swizzle / 2), pipe,
-                         reinterpret_cast<float(&)[N / 2]>(acc), trace);
+    mainloop<Swizzle, Slices, N>(p, smem, layout, full, empty, cw, ceil_div(ceil_div(p.k, Swizzle / 2), Slices),
+                                 pipe, reinterpret_cast<float(&)[N / 2]>(acc), trace);
   }
 
-  template <uint32_t Swizzle, int N>
+  template <uint32_t Swizzle, uint32_t Slices, int N>
   GGEMM_DEVICE static void mainloop(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                     uint64_t *full, uint64_t *empty, uint32_t cw, uint32_t k_iters, Pipeline &pipe,
                                     float (&acc)[N / 2], TraceWriter &trace) {
@@ -296,7 +329,16 @@ struct GroupedGemmSm90 {
       const uint32_t w = ptx::smem_addr(smem + layout.weights_offset(pipe.stage));
       const uint32_t x = ptx::smem_addr(smem + layout.tokens_offset(pipe.stage));
       wgmma_fence();
-      mma_stage<Swizzle, N>(w, x, cw, ki != 0, acc);
+      if constexpr (Slices == 1) {
+        mma_stage<Swizzle, N>(w, x, cw, ki != 0, acc);
+      } else {
+        // The box packed the weight slices box_rows rows apart, the token
+        // slices TileM rows apart.
+        const uint32_t w_slice_bytes = p.weights_box_rows * Swizzle;
+#pragma unroll
+        for (uint32_t s = 0; s < Slices; ++s)
+          mma_stage<Swizzle, N>(w + s * w_slice_bytes, x + s * TileM * Swizzle, cw, ki != 0 || s != 0, acc);
+      }
       wgmma_commit_group();
       // Keep one group in flight: the previous stage's wgmmas are done now.
       wgmma_wait_group<1>();
