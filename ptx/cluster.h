@@ -45,25 +45,5 @@ GGEMM_DEVICE void mbarrier_arrive_remote(uint32_t remote_bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
 }
 
-// mbarrier.arrive.release.cluster.shared::cluster.b64 — an arrival that
-// also publishes this thread's earlier memory accesses cluster-wide (a
-// MEMBAR.GPU: it waits for the thread's outstanding stores). For handing
-// data in shared memory to another CTA of the cluster, once per tile (the
-// sm_90a split-K partials), not per pipeline stage.
-GGEMM_DEVICE void mbarrier_arrive_remote_release_cluster(uint32_t remote_bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
-}
-
-// ld.shared::cluster.v4.f32 — four floats at shared::cluster address
-// `remote` (map_shared_to_rank), in any CTA of the cluster.
-GGEMM_DEVICE float4 ld_shared_cluster_v4(uint32_t remote) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(remote)
-               : "memory");
-  return v;
-}
-
 }  // namespace ggemm::ptx
 #endif

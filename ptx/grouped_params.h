@@ -59,13 +59,6 @@ struct GroupedGemmParams {
   // the slice dimension 128 bytes apart (NOTES v0.8: the shrink's time
   // follows the number of boxes).
   uint32_t k_slices;
-  // sm_90a split-K: 1, or the CTAs of a cluster of k_split (ClusterM 1 only)
-  // share each tile's K — rank r runs stages [r * n / k_split, (r + 1) * n /
-  // k_split) of the n — and rank 0 adds the others' partial accumulators
-  // (read from their shared memory, in rank order) before its epilogue; the
-  // other ranks store nothing. For tiles too few to fill the SMs (LoRA
-  // shrink at decode). sm_100a: always 1.
-  uint32_t k_split;
 #if GGEMM_TRACE
   uint64_t *trace;  // diagnostic builds only: the event buffer (ptx/trace.h), null = off
 #endif

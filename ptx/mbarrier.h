@@ -65,30 +65,5 @@ GGEMM_DEVICE void mbarrier_wait_parity(uint64_t *bar, uint32_t parity) {
   }
 }
 
-// The same wait with acquire at cluster scope: the accesses another CTA of
-// the cluster published (mbarrier_arrive_remote_release_cluster) before its
-// arrival are visible once it returns.
-GGEMM_DEVICE bool mbarrier_try_wait_parity_acquire_cluster(uint64_t *bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
-GGEMM_DEVICE void mbarrier_wait_parity_acquire_cluster(uint64_t *bar, uint32_t parity) {
-  if (mbarrier_try_wait_parity_acquire_cluster(bar, parity)) return;
-  uint64_t start;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  while (!mbarrier_try_wait_parity_acquire_cluster(bar, parity)) {
-    uint64_t now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    if (now - start > GGEMM_WAIT_TIMEOUT_NS) asm volatile("trap;");
-  }
-}
-
 }  // namespace ggemm::ptx
 #endif

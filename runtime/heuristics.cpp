@@ -63,9 +63,6 @@ struct ArchRules {
 // ~75 GB/s per SM, past DRAM's share with 132 SMs busy.
 constexpr uint32_t kMinStageBytes = 20 * 1024;
 
-// The most CTAs of a split-K cluster: the portable cluster size.
-constexpr uint32_t kMaxKSplit = 8;
-
 // sm_90a: ptx/sm90/kernel_table.h instantiates 256 for 16-bit outputs only,
 // and 256 has no registers left for accumulate.
 constexpr ArchRules kSm90Rules{Arch::kSm90a, "sm_90a", "wgmma", 64, GGEMM_SM90_MAX_TILE_M(4),
@@ -288,41 +285,18 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
     }
   }
 
-  // Split-K across the CTAs of a cluster, rank 0 adding the others' partials
-  // from their shared memory (GroupedGemmParams::k_split): when the tiles
-  // would leave more than half the SMs idle (LoRA shrink at decode: 8 tiles
-  // of 48 x 16 over K 4096 for 132 SMs, each SM streaming its 64 stages
-  // alone), as many CTAs per tile as the idle SMs allow, up to 8, each rank
-  // keeping at least 2 stages of K. Tiles of at most 64 tokens, no pair
-  // cluster. GGEMM_K_SPLIT (k_split_request: 1..8) forces the count where
-  // every rank gets a stage.
-  const uint32_t tile_k = c.swizzle_bytes / 2;
-  const int64_t k_iters = ((shape.k + tile_k - 1) / tile_k + c.k_slices - 1) / c.k_slices;
-  if (c.cluster_m == 1 && c.tile_m <= 64) {
-    const int64_t tiles = tile_bound(shape, c.tile_m);
-    int64_t split = 1;
-    if (shape.k_split_request != 0) {
-      split = std::min<int64_t>(shape.k_split_request, k_iters);
-    } else if (2 * tiles <= props.sm_count) {
-      split = std::min<int64_t>({int64_t(kMaxKSplit), props.sm_count / tiles, k_iters / 2});
-    }
-    c.k_split = uint32_t(std::max<int64_t>(split, 1));
-  }
-  uint32_t fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 1,
-                                  c.k_slices, c.weights_box_rows, c.k_split);
-  if (fit < 2 && c.k_split > 1) {  // the partials do not fit beside 2 stages: no split
-    c.k_split = 1;
-    fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 1, c.k_slices,
-                           c.weights_box_rows);
-  }
+  const uint32_t fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 1,
+                                        c.k_slices, c.weights_box_rows);
   if (fit < 2) return refuse_fit(common, shape, props, fit);
   // Two epilogue buffers when the whole reduction still fits in the pipeline
   // with them (short K: LoRA, small hidden sizes): such calls are bound by
   // their output stores, and the second buffer overlaps staging the next
   // chunk with the TMA store of the last. With a long K the memory is worth
   // more as pipeline stages (NOTES v0.3: 3 stages lost to 4).
+  const uint32_t tile_k = c.swizzle_bytes / 2;
+  const int64_t k_iters = ((shape.k + tile_k - 1) / tile_k + c.k_slices - 1) / c.k_slices;
   const uint32_t fit2 = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 2,
-                                         c.k_slices, c.weights_box_rows, c.k_split);
+                                         c.k_slices, c.weights_box_rows);
   if (fit2 >= 2 && k_iters <= int64_t(fit2) && (c.stages == 0 || c.stages <= fit2)) {
     c.staging_buffers = 2;
     if (c.stages == 0) c.stages = fit2;

@@ -20,7 +20,6 @@ struct GroupedShape {
   ggemm_epilogue epilogue = GGEMM_EPILOGUE_STORE;
   int64_t col_blocks = 0;  // 128-wide column tiles per row block; 0 = ceil(n / 128)
   uint32_t k_slices_request = 0;  // sm_90a K-sliced stages: 0 = automatic, 1, 2 or 4 (GGEMM_K_SLICES, experiments)
-  uint32_t k_split_request = 0;   // sm_90a split-K: 0 = automatic, 1..8 (GGEMM_K_SPLIT, experiments)
 };
 
 // Weight rows per tile on both architectures (the sm_90a tile of two m64
@@ -41,7 +40,6 @@ struct Sm90Config {
   uint32_t cluster_m = 1;        // 2: two CTAs share the token tile by TMA multicast (tile_m 128, 256)
   uint32_t weights_box_rows = 128;  // K-major weight rows per TMA box (kmajor_box_rows)
   uint32_t k_slices = 1;            // slices of K per stage, one box per operand (GroupedGemmParams::k_slices)
-  uint32_t k_split = 1;             // CTAs of a cluster sharing each tile's K (GroupedGemmParams::k_split)
 };
 
 // Picks (or validates, when `override` is non-NULL) the config for a call.

@@ -42,7 +42,6 @@ struct ArchKernel {
   // and each of its CTAs loads tile_m / cluster_size of the token rows.
   uint32_t cluster_size = 1;
   uint32_t k_slices = 1;  // sm_90a K-sliced stages (GroupedGemmParams::k_slices); 1 on sm_100a
-  uint32_t k_split = 1;   // sm_90a split-K (GroupedGemmParams::k_split): clusters of k_split CTAs; 1 on sm_100a
 };
 
 // GGEMM_K_SLICES=1, 2 or 4 forces sm_90a's slices of K per stage where the
@@ -52,16 +51,6 @@ uint32_t k_slices_request() {
   static const uint32_t request = [] {
     const char *v = std::getenv("GGEMM_K_SLICES");
     return v && (v[0] == '1' || v[0] == '2' || v[0] == '4') && v[1] == 0 ? uint32_t(v[0] - '0') : 0u;
-  }();
-  return request;
-}
-
-// GGEMM_K_SPLIT=1..8 forces sm_90a's split-K cluster size where the tiles
-// allow it (experiments); unset or anything else = the config rules' choice.
-uint32_t k_split_request() {
-  static const uint32_t request = [] {
-    const char *v = std::getenv("GGEMM_K_SPLIT");
-    return v && v[0] >= '1' && v[0] <= '8' && v[1] == 0 ? uint32_t(v[0] - '0') : 0u;
   }();
   return request;
 }
@@ -78,9 +67,8 @@ ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, cons
   k->staging_buffers = cfg.staging_buffers;
   k->threads = sm90::kThreads;
   k->k_slices = cfg.k_slices;
-  k->k_split = cfg.k_split;
   k->smem_bytes = sm90::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(a.out_dtype), cfg.stages,
-                                         cfg.staging_buffers, cfg.k_slices, cfg.weights_box_rows, cfg.k_split)
+                                         cfg.staging_buffers, cfg.k_slices, cfg.weights_box_rows)
                       .total_bytes();
   k->out_box_tokens = sm90::sm90_epilogue_stage_tokens(cfg.tile_m);
   k->cluster_size = cfg.cluster_m;
@@ -196,7 +184,6 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   p.swizzle_bytes = k.swizzle_bytes;
   p.weights_box_rows = weights_box_rows;
   p.k_slices = k.k_slices;
-  p.k_split = k.k_split;
   *out = p;
   return GGEMM_STATUS_SUCCESS;
 }
@@ -222,7 +209,6 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
                      a.num_groups, a.max_rows_per_group, a.epilogue, col_blocks};
   // Without a driver that encodes the K-sliced views, one slice per stage.
   shape.k_slices_request = sliced_views_supported(drv) ? k_slices_request() : 1;
-  shape.k_split_request = k_split_request();
   ArchKernel k;
   switch (dev.arch()) {
     case Arch::kSm90a: GGEMM_TRY(plan_sm90(dev.props(), shape, a, &k)); break;
@@ -241,15 +227,12 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   lc.blockDimY = lc.blockDimZ = 1;
   lc.sharedMemBytes = k.smem_bytes;
   lc.hStream = stream;
-  // CTAs per cluster: a pair (or cta_group 2), or split-K's k_split CTAs of
-  // one tile.
-  const uint32_t cluster_ctas = k.cluster_size * k.k_split;
   CUlaunchAttribute cluster{};
   cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim.x = cluster_ctas;
+  cluster.value.clusterDim.x = k.cluster_size;
   cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
-  lc.attrs = cluster_ctas > 1 ? &cluster : nullptr;
-  lc.numAttrs = cluster_ctas > 1 ? 1 : 0;
+  lc.attrs = k.cluster_size > 1 ? &cluster : nullptr;
+  lc.numAttrs = k.cluster_size > 1 ? 1 : 0;
   Device::ScopedContext ctx(dev);
   GGEMM_TRY(ctx.status());
 
@@ -261,28 +244,29 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   // after the others would double the tail.
   const int64_t row_blocks = row_block_bound(shape, k.tile_m);
   const int64_t pair_col_blocks = k.cluster_size == 2 ? (col_blocks + 1) / 2 + 2 : col_blocks;  // + 2: segment ends
-  int64_t max_clusters = dev.props().sm_count / cluster_ctas;
-  if (cluster_ctas > 1) {
-    lc.gridDimX = uint32_t(max_clusters * cluster_ctas);
+  int64_t max_clusters = dev.props().sm_count / k.cluster_size;
+  if (k.cluster_size > 1) {
+    lc.gridDimX = uint32_t(max_clusters * k.cluster_size);
     int resident = 0;
     GGEMM_CU(drv, cuOccupancyMaxActiveClusters(&resident, function, &lc));
     if (resident > 0) max_clusters = std::min<int64_t>(max_clusters, resident);
   }
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(max_clusters, row_blocks * pair_col_blocks));
-  const int64_t grid = clusters * cluster_ctas;
+  const int64_t grid = clusters * k.cluster_size;
   lc.gridDimX = uint32_t(grid);
 
   if (debug_enabled()) {
     std::fprintf(stderr,
                  "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | "
                  "%s kernel %s | tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u | grid %lld x "
-                 "%u threads (clusters of %u, split-K %u), %u B smem\n",
+                 "%u threads (clusters of %u), %u B smem\n",
                  a.op, (long long)a.m, (long long)a.n, (long long)a.k, (long long)a.num_experts,
                  (long long)a.num_groups, dtype_name(a.in_dtype), dtype_name(a.out_dtype),
                  a.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)a.split0, (long long)a.split1,
                  a.a_planes ? " planes" : "", k.arch, k.name.c_str(), k.tile_m, k.tile_n, k.swizzle_bytes / 2,
                  k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes, k.staging_buffers, (long long)grid,
-                 k.threads, cluster_ctas, k.k_split, k.smem_bytes);
+                 k.threads, k.cluster_size,
+                 k.smem_bytes);
   }
 
 #if GGEMM_TRACE

@@ -224,33 +224,6 @@ std::vector<Case> cases() {
     add(c);
   }
   add({"sliced4_narrow_n40_k1088_fp32", {13, 16, 0, 7}, {}, 40, 1088, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP32, true});
-  // Split-K clusters (few tiles, long K: the config rules split each tile's
-  // K over the CTAs of a cluster, rank 0 adding the others' partials,
-  // ChooseSm90Config.SplitK...): 8 ranks on shrink-like 48-row tiles with an
-  // inactive group; 4 ranks over 9 stages (uneven shares) with two column
-  // tiles, fp32 out and the accumulate epilogue; 2 ranks with fp16 and the
-  // row-scale epilogue; 8 ranks with [E, K, N] weights.
-  add({"split_k8_n48_k4096", {5, 16, 0, 9}, {0, 1, 2, -1}, 48, 4096, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true});
-  {
-    Case c{"split_k4_n200_k1088_fp32_accumulate"};
-    c.rows = {13, 16, 7};
-    c.n = 200;
-    c.k = 1088;
-    c.out = GGEMM_DTYPE_FP32;
-    c.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
-    add(c);
-  }
-  {
-    Case c{"split_k2_n64_k512_fp16_row_scale"};
-    c.rows = {16, 3};
-    c.n = 64;
-    c.k = 512;
-    c.in = GGEMM_DTYPE_FP16;
-    c.out = GGEMM_DTYPE_FP16;
-    c.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
-    add(c);
-  }
-  add({"split_k8_n256_k2048_mnmajor", {9, 16}, {}, 256, 2048, 2, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, false});
   // Many decode-sized groups (1..16 rows) over many experts; -1 and empty groups.
   {
     Case c{"decode_256_groups"};

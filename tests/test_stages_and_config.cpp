@@ -116,30 +116,6 @@ TEST(MaxStages, KSlicedStagesMatchTheDocumentedLayout) {
             sm90::make_smem_layout(32, 128, 2, 10).total_bytes());
 }
 
-// Split-K adds, after the epilogue staging, each consumer thread's partial
-// accumulators (tile_m / 2 floats for each of 256 threads) and two 8-byte
-// barriers per consumer warpgroup; without split-K nothing.
-TEST(MaxStages, SplitKPartialsMatchTheDocumentedLayout) {
-  for (uint32_t tile_m : {16u, 32u, 64u})
-    for (uint32_t split : {2u, 8u}) {
-      const uint32_t extra = 256 * (tile_m / 2) * 4 + 32;
-      EXPECT_EQ(sm90::split_partials_bytes(tile_m, split), extra);
-      const uint32_t s = sm90::max_stages(tile_m, 128, 2, 232448, 1, 4, 48, split);
-      uint32_t expected = 0;
-      while (expected < sm90::kMaxStages && bytes_for(expected + 1, tile_m, 128, 2, 1, 4, 48) + extra <= 232448)
-        ++expected;
-      EXPECT_EQ(s, expected) << "tile_m " << tile_m << ", split " << split;
-      const sm90::SmemLayout l = sm90::make_smem_layout(tile_m, 128, 2, s, 1, 4, 48, split);
-      EXPECT_EQ(l.total_bytes(), bytes_for(s, tile_m, 128, 2, 1, 4, 48) + extra);
-      EXPECT_EQ(l.partials_offset(), l.c_offset() + l.c_bytes);
-      EXPECT_EQ(l.partials_offset() % 16, 0u);  // float4 slots
-      EXPECT_EQ(l.barrier_offset(), l.partials_offset() + extra);
-    }
-  EXPECT_EQ(sm90::split_partials_bytes(64, 1), 0u);
-  EXPECT_EQ(sm90::make_smem_layout(16, 128, 2, 6, 1, 4, 48, 1).total_bytes(),
-            sm90::make_smem_layout(16, 128, 2, 6, 1, 4, 48).total_bytes());
-}
-
 TEST(MaxStages, MonotoneInSharedMemory) {
   for (uint32_t tile_m : kTileMs)
     for (uint32_t sw : kSwizzles)
@@ -359,75 +335,6 @@ TEST(ChooseSm90Config, KSlicedStagesWhereTheViewsAllowAndTheStagesAreSmall) {
   EXPECT_EQ(slices(wide_tile), 2u);
   wide_tile.k_slices_request = 4;  // not even 2 stages of 4 slices fit
   EXPECT_EQ(slices(wide_tile), 1u);
-}
-
-// Split-K clusters when the tiles would leave more than half the SMs idle:
-// as many CTAs per tile as the idle SMs allow, up to 8, each rank keeping at
-// least 2 stages of K; tiles of at most 64 tokens, no pair cluster;
-// GGEMM_K_SPLIT (k_split_request) forces the count, at most the stages.
-TEST(ChooseSm90Config, SplitKWhenTheTilesLeaveMostSmsIdle) {
-  auto split = [](GroupedShape s, const ggemm_config *o = nullptr) {
-    Sm90Config cfg;
-    EXPECT_EQ(choose_sm90_config(h200(), s, o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-    return cfg.k_split;
-  };
-  GroupedShape decode_shrink = shape(8);  // LoRA shrink at decode: 8 tiles of 48 x 16, K 4096 (16 stages of 4 slices)
-  decode_shrink.m = 64;
-  decode_shrink.num_groups = 8;
-  decode_shrink.n = 48;
-  Sm90Config cfg;
-  ASSERT_EQ(choose_sm90_config(h200(), decode_shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.tile_m, 16u);
-  EXPECT_EQ(cfg.k_slices, 4u);
-  EXPECT_EQ(cfg.k_split, 8u);
-  EXPECT_LE(cfg.stages, sm90::max_stages(16, 128, 2, 232448, cfg.staging_buffers, 4, 48, 8));  // beside the partials
-  EXPECT_GE(cfg.stages, 2u);
-  GroupedShape short_k = decode_shrink;  // 4 stages: 2 ranks of 2
-  short_k.k = 1024;
-  EXPECT_EQ(split(short_k), 2u);
-  short_k.k = 256;  // one stage: no split
-  EXPECT_EQ(split(short_k), 1u);
-  GroupedShape twenty = decode_shrink;  // 20 tiles: 132 / 20 = 6 per tile
-  twenty.num_groups = 20;
-  twenty.m = 160;
-  EXPECT_EQ(split(twenty), 6u);
-  GroupedShape shrink = decode_shrink;  // M 4096: 128 tiles of 32 tokens, the SMs are busy
-  shrink.m = 4096;
-  shrink.max_rows_per_group = 512;
-  EXPECT_EQ(split(shrink), 1u);
-  EXPECT_EQ(split(shape(16)), 1u);    // MoE decode: 64 groups x 32 column tiles
-  GroupedShape wide = shape(4096);  // 2 tiles, but tile_m 128: never
-  wide.m = 256, wide.num_groups = 1, wide.n = 128;
-  ggemm_config tile128 = blank_config();
-  tile128.tile_m = 128;
-  EXPECT_EQ(split(wide, &tile128), 1u);
-  EXPECT_GT(split(wide), 1u);  // automatic: tile_m halves to 16 (2 tiles), then splits
-  GroupedShape mn_major = shape(16, 2048, false);  // [E, K, N] weights: 4 tiles, 32 stages
-  mn_major.m = 25, mn_major.num_groups = 2, mn_major.n = 256;
-  EXPECT_EQ(split(mn_major), 8u);
-  GroupedShape forced = shape(16);
-  forced.k_split_request = 4;
-  EXPECT_EQ(split(forced), 4u);
-  GroupedShape forced_short = short_k;  // K of one stage: no rank would have any
-  forced_short.k = 64;
-  forced_short.k_split_request = 8;
-  EXPECT_EQ(split(forced_short), 1u);
-  // The GPU tests' split-K cases (test_gpu_grouped.cpp, split_k_*).
-  GroupedShape gpu_decode = shape(16, 4096);
-  gpu_decode.m = 30, gpu_decode.n = 48, gpu_decode.num_groups = 4;
-  EXPECT_EQ(split(gpu_decode), 8u);
-  GroupedShape gpu_uneven = shape(16, 1088, true, GGEMM_DTYPE_FP32);  // 9 stages of 2 slices over 4 ranks
-  gpu_uneven.m = 36, gpu_uneven.n = 200, gpu_uneven.num_groups = 3, gpu_uneven.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
-  ASSERT_EQ(choose_sm90_config(h200(), gpu_uneven, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.k_slices, 2u);
-  EXPECT_EQ(cfg.k_split, 4u);
-  GroupedShape gpu_scale = shape(16, 512, true, GGEMM_DTYPE_FP16);
-  gpu_scale.a_dtype = GGEMM_DTYPE_FP16;
-  gpu_scale.m = 19, gpu_scale.n = 64, gpu_scale.num_groups = 2, gpu_scale.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
-  EXPECT_EQ(split(gpu_scale), 2u);
-  GroupedShape gpu_mn = shape(16, 2048, false);
-  gpu_mn.m = 25, gpu_mn.n = 256, gpu_mn.num_groups = 2;
-  EXPECT_EQ(split(gpu_mn), 8u);
 }
 
 TEST(ChooseSm90Config, SwizzleFollowsK) {

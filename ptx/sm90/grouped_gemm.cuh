@@ -76,12 +76,6 @@ struct GroupedGemmSm90 {
   // cluster (a pair's multicast halves would interleave the slices).
   static constexpr bool kSlicedViews = Layout == WeightLayout::kKMajor && ClusterM == 1;
   GGEMM_DEVICE static uint32_t k_slices(const GroupedGemmParams &p) { return kSlicedViews ? p.k_slices : 1u; }
-  // Split-K across the CTAs of a cluster (GroupedGemmParams::k_split): no
-  // pair cluster, and tiles of at most 64 tokens (rank 0's epilogue holds the
-  // others' partials beside the accumulators; the tiles that need it are the
-  // decode-sized ones).
-  static constexpr bool kSplitK = ClusterM == 1 && TileM <= 64;
-  GGEMM_DEVICE static uint32_t k_split(const GroupedGemmParams &p) { return kSplitK ? p.k_split : 1u; }
   static_assert(TileM % 16 == 0 && TileM >= 16 && TileM <= 256 && !(sizeof(Out) == 4 && TileM > 128),
                 "tile_m is the wgmma N (16..256, step 16 for stmatrix x4); fp32 output stops at 128");
   static constexpr int kAccRegs = TileM / 2;  // m64nNk16 f32: N/2 per thread
@@ -109,11 +103,10 @@ struct GroupedGemmSm90 {
     uint8_t *smem = reinterpret_cast<uint8_t *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + kSmemAlign - 1) & ~uintptr_t(kSmemAlign - 1));
     const SmemLayout layout = make_smem_layout(TileM, p.swizzle_bytes, kOutBytes, p.stages, p.staging_buffers,
-                                               k_slices(p), p.weights_box_rows, k_split(p));
+                                               k_slices(p), p.weights_box_rows);
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + layout.barrier_offset());
     uint64_t *empty = full + p.stages;
     uint64_t *c_loaded = empty + p.stages;  // [kConsumerWarpgroups]
-    const SplitPartials split = split_partials(p, smem, layout);
 
     const uint32_t warpgroup = threadIdx.x / 128;
     if (threadIdx.x == 0) {
@@ -122,12 +115,6 @@ struct GroupedGemmSm90 {
         ptx::mbarrier_init(&empty[s], kConsumerWarpgroups * ClusterM);  // each consumer of the cluster
       }
       for (uint32_t w = 0; w < kConsumerWarpgroups; ++w) ptx::mbarrier_init(&c_loaded[w], 1);
-      if (k_split(p) > 1) {
-        for (uint32_t w = 0; w < kConsumerWarpgroups; ++w) {
-          ptx::mbarrier_init(&split.full[w], 128 * (k_split(p) - 1));  // every thread of the warpgroup, every other rank
-          ptx::mbarrier_init(&split.free[w], 128);                     // rank 0's warpgroup
-        }
-      }
       ptx::fence_mbarrier_init();
     }
     if (threadIdx.x / 32 == 1) {
@@ -146,7 +133,7 @@ struct GroupedGemmSm90 {
     if (p.device_status && blockIdx.x == 0 && threadIdx.x / 32 == 2) check_routing_warp(p);
     // The barriers' inits (and, in a cluster, the peer's) are visible before
     // any TMA or remote arrival can reach them.
-    sync_cta_or_cluster(p);
+    sync_cta_or_cluster();
 
     if (warpgroup == 0) {
       ptx::setmaxnreg_dec<kProducerRegs>();
@@ -164,73 +151,41 @@ struct GroupedGemmSm90 {
         case 128:
           if constexpr (kSlicedViews) {
             if (p.k_slices == 4) {
-              consume<128, 4>(p, smem, layout, full, empty, c_loaded_wg, split, warpgroup - 1);
+              consume<128, 4>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1);
               break;
             }
             if (p.k_slices == 2) {
-              consume<128, 2>(p, smem, layout, full, empty, c_loaded_wg, split, warpgroup - 1);
+              consume<128, 2>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1);
               break;
             }
           }
-          consume<128>(p, smem, layout, full, empty, c_loaded_wg, split, warpgroup - 1);
+          consume<128>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1);
           break;
-        case 64: consume<64>(p, smem, layout, full, empty, c_loaded_wg, split, warpgroup - 1); break;
-        default: consume<32>(p, smem, layout, full, empty, c_loaded_wg, split, warpgroup - 1); break;
+        case 64: consume<64>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
+        default: consume<32>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
       }
     }
-    if (ClusterM > 1 || k_split(p) > 1) {
+    if constexpr (ClusterM > 1) {
       // The peer's consumers arrive on this CTA's empty barriers until their
-      // last stage (pairs), rank 0 reads the others' partials and arrives on
-      // their barriers until its last tile (split-K): no CTA leaves while
-      // another may still do so.
+      // last stage: neither CTA leaves while the other may still do so.
       __syncwarp();
       ptx::cluster_sync();
     }
   }
 
-  GGEMM_DEVICE static void sync_cta_or_cluster(const GroupedGemmParams &p) {
-    if (ClusterM > 1 || k_split(p) > 1) {
+  GGEMM_DEVICE static void sync_cta_or_cluster() {
+    if constexpr (ClusterM > 1) {
       ptx::cluster_sync();
     } else {
       __syncthreads();
     }
   }
 
-  // Split-K's shared memory (split_partials_bytes): the partials, then the
-  // full and free barriers of each consumer warpgroup. Null without split-K.
-  struct SplitPartials {
-    uint8_t *partials;
-    uint64_t *full;  // [kConsumerWarpgroups], rank 0: the other ranks' partials are in place
-    uint64_t *free;  // [kConsumerWarpgroups], ranks > 0: rank 0 has read them
-  };
-  GGEMM_DEVICE static SplitPartials split_partials(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout) {
-    if (k_split(p) == 1) return SplitPartials{nullptr, nullptr, nullptr};
-    uint8_t *base = smem + layout.partials_offset();
-    uint64_t *bars = reinterpret_cast<uint64_t *>(base + layout.partials_bytes - 16 * kConsumerWarpgroups);
-    return SplitPartials{base, bars, bars + kConsumerWarpgroups};
-  }
-
-  // The stages of each tile's K this CTA runs: all, or its rank's share of
-  // them with split-K (at least one each: the config rules keep k_split at
-  // most the stage count).
-  struct KRange {
-    uint32_t begin, end;
-  };
-  GGEMM_DEVICE static KRange k_range(const GroupedGemmParams &p, uint32_t k_iters) {
-    if (k_split(p) == 1) return KRange{0, k_iters};
-    const uint32_t r = ptx::cluster_ctarank();
-    return KRange{r * k_iters / p.k_split, (r + 1) * k_iters / p.k_split};
-  }
-
   // The cluster's walk (cluster_walk, as the CPU tests simulate it), read
   // from the special registers at each use: at tile_m 256 the consumers have
   // no register to keep a 64-bit stride in.
-  GGEMM_DEVICE static uint32_t first_tile(const GroupedGemmParams &p) {
-    return uint32_t(cluster_walk(blockIdx.x, gridDim.x, ClusterM * k_split(p)).first);
-  }
-  GGEMM_DEVICE static uint32_t tile_stride(const GroupedGemmParams &p) {
-    return uint32_t(cluster_walk(blockIdx.x, gridDim.x, ClusterM * k_split(p)).stride);
-  }
+  GGEMM_DEVICE static uint32_t first_tile() { return uint32_t(cluster_walk(blockIdx.x, gridDim.x, ClusterM).first); }
+  GGEMM_DEVICE static uint32_t tile_stride() { return uint32_t(cluster_walk(blockIdx.x, gridDim.x, ClusterM).stride); }
 
   // This CTA's rank in its cluster (0 without clusters).
   GGEMM_DEVICE static uint32_t rank() {
@@ -245,7 +200,7 @@ struct GroupedGemmSm90 {
   GGEMM_DEVICE static void produce(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                    uint64_t *full, uint64_t *empty) {
     const uint32_t tile_k = p.swizzle_bytes / 2;
-    const KRange k_stages = k_range(p, ceil_div(ceil_div(p.k, tile_k), k_slices(p)));
+    const uint32_t k_iters = ceil_div(ceil_div(p.k, tile_k), k_slices(p));
     const uint32_t weights_bytes = Layout == WeightLayout::kKMajor ? k_slices(p) * p.weights_box_rows * p.swizzle_bytes
                                                                    : layout.weights_stage_bytes;
     const uint32_t stage_bytes = weights_bytes + layout.tokens_stage_bytes;
@@ -255,14 +210,14 @@ struct GroupedGemmSm90 {
     GroupedTile pair;
     TraceWriter trace(trace_buffer(p), 0);
     trace.record_with_time(kTraceStart, 0);
-    for (uint64_t t = first_tile(p); sched.next(t, &pair); t += tile_stride(p)) {
+    for (uint64_t t = first_tile(); sched.next(t, &pair); t += tile_stride()) {
       if (pair.expert < 0) continue;  // inactive group: nothing to load
       trace.record(kTraceTile, uint32_t(t));
       const GroupedTile tile = cta_share(pair, r);
       // This CTA's token rows: all of them, or its half of the pair's.
       const int32_t token_row =
           int32_t(tile.row0 + r * kTokensPerCta + (p.a_planes ? tile.segment * p.m : 0));
-      for (uint32_t ki = k_stages.begin; ki < k_stages.end; ++ki) {
+      for (uint32_t ki = 0; ki < k_iters; ++ki) {
         // A fresh barrier's "previous phase" (parity 1) counts as complete.
         ptx::mbarrier_wait_parity(&empty[pipe.stage], pipe.phase ^ 1);
         ptx::mbarrier_arrive_expect_tx(&full[pipe.stage], stage_bytes);
@@ -308,8 +263,7 @@ struct GroupedGemmSm90 {
   // ---- consumers: one warpgroup per 64 weight rows ---------------------------
   template <uint32_t Swizzle, uint32_t Slices = 1>
   GGEMM_DEVICE static void consume(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
-                                   uint64_t *full, uint64_t *empty, uint64_t *c_loaded, const SplitPartials &split,
-                                   uint32_t cw) {
+                                   uint64_t *full, uint64_t *empty, uint64_t *c_loaded, uint32_t cw) {
     // k_iters and the staging address are recomputed per tile where used:
     // at tile_m 256 the accumulators leave no registers to keep them live.
     const uint32_t tid = threadIdx.x % 128;
@@ -322,12 +276,12 @@ struct GroupedGemmSm90 {
     float acc[kAccRegs];
 #pragma unroll
     for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
-    uint32_t c_loaded_phase = 0, split_phase = 0;
+    uint32_t c_loaded_phase = 0;
     StagingBuffers staging_buffers(p.staging_buffers);
     TraceWriter trace(tid == 0 ? trace_buffer(p) : nullptr, 1 + cw);
     trace.record_with_time(kTraceStart, 0);
 
-    for (uint64_t t = first_tile(p); sched.next(t, &tile); t += tile_stride(p)) {
+    for (uint64_t t = first_tile(); sched.next(t, &tile); t += tile_stride()) {
       if constexpr (ClusterM > 1) tile = cta_share(tile, rank());
       const bool active = tile.expert >= 0;
       trace.record(kTraceTile, uint32_t(t));
@@ -336,29 +290,9 @@ struct GroupedGemmSm90 {
       } else if (p.epilogue == kEpilogueAccumulate) {
         continue;  // C += 0
       }
-      // Split-K: ranks > 0 hand their partials to rank 0 and store nothing;
-      // rank 0 waits for them and adds them in its epilogue.
-      uint32_t peers = 0;
-      if (k_split(p) > 1) {
-        if (ptx::cluster_ctarank() != 0) {
-          if (active) hand_partials(split, cw, tid, split_phase, acc);
-          continue;
-        }
-        if (active) {
-          peers = p.k_split - 1;
-          ptx::mbarrier_wait_parity_acquire_cluster(&split.full[cw], split_phase);
-        }
-      }
       trace.record(kTraceEpilogue, uint32_t(t));
       epilogue(p, tile, active, cw, tid, smem + layout.c_offset() + cw * p.staging_buffers * kStagingBytes,
-               staging_buffers, c_loaded, c_loaded_phase, acc, split.partials, peers);
-      if (peers != 0) {
-        // Every partial this thread read is in its registers: the ranks may
-        // write the next tile's.
-        for (uint32_t r = 1; r <= peers; ++r)
-          ptx::mbarrier_arrive_remote_release_cluster(ptx::map_shared_to_rank(&split.free[cw], r));
-        split_phase ^= 1;
-      }
+               staging_buffers, c_loaded, c_loaded_phase, acc);
       trace.record(kTraceEpilogueEnd, uint32_t(t));
     }
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
@@ -379,9 +313,8 @@ struct GroupedGemmSm90 {
         return;
       }
     }
-    const KRange k_stages = k_range(p, ceil_div(ceil_div(p.k, Swizzle / 2), Slices));
-    mainloop<Swizzle, Slices, N>(p, smem, layout, full, empty, cw, k_stages.end - k_stages.begin, pipe,
-                                 reinterpret_cast<float(&)[N / 2]>(acc), trace);
+    mainloop<Swizzle, Slices, N>(p, smem, layout, full, empty, cw, ceil_div(ceil_div(p.k, Swizzle / 2), Slices),
+                                 pipe, reinterpret_cast<float(&)[N / 2]>(acc), trace);
   }
 
   template <uint32_t Swizzle, uint32_t Slices, int N>
@@ -457,39 +390,6 @@ struct GroupedGemmSm90 {
     }
   }
 
-  // ---- split-K ---------------------------------------------------------------
-  // Where thread `tid` of warpgroup cw keeps fragment registers 4q..4q+3.
-  GGEMM_DEVICE static uint8_t *partial_slot(uint8_t *partials, uint32_t cw, uint32_t tid, uint32_t q) {
-    return partials + (q * kConsumerWarpgroups * 128 + cw * 128 + tid) * 16;
-  }
-
-  // A rank > 0 of a split-K cluster: once rank 0 has read the last tile's
-  // partials, writes this tile's (every fragment register; rank 0 masks what
-  // lies past the tile) and tells rank 0.
-  GGEMM_DEVICE static void hand_partials(const SplitPartials &split, uint32_t cw, uint32_t tid,
-                                         uint32_t &split_phase, const float (&acc)[kAccRegs]) {
-    // A fresh barrier's "previous phase" (parity 1) counts as complete.
-    ptx::mbarrier_wait_parity_acquire_cluster(&split.free[cw], split_phase ^ 1);
-#pragma unroll
-    for (int q = 0; q < kAccRegs / 4; ++q)
-      *reinterpret_cast<float4 *>(partial_slot(split.partials, cw, tid, q)) =
-          make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
-    ptx::mbarrier_arrive_remote_release_cluster(ptx::map_shared_to_rank(&split.full[cw], 0));
-    split_phase ^= 1;
-  }
-
-  // Rank 0: the sum over ranks 1..peers (in rank order) of fragment registers
-  // 4q..4q+3, read from their shared memory.
-  GGEMM_DEVICE static float4 peer_partials(uint8_t *partials, uint32_t cw, uint32_t tid, uint32_t q, uint32_t peers) {
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    const uint8_t *slot = partial_slot(partials, cw, tid, q);
-    for (uint32_t r = 1; r <= peers; ++r) {
-      const float4 v = ptx::ld_shared_cluster_v4(ptx::map_shared_to_rank(slot, r));
-      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-    }
-    return sum;
-  }
-
   // ---- epilogue -------------------------------------------------------------
   // Fragment of m64nNk16 (PTX ISA 9.7.15.5.1.1, "Register fragments"): warp w
   // of the warpgroup owns weight rows 16w..16w+15; acc[4j + e] is row
@@ -501,8 +401,8 @@ struct GroupedGemmSm90 {
   // then serialises every wgmma of the mainloop (C7515).
   GGEMM_DEVICE static void epilogue(const GroupedGemmParams &p, const GroupedTile &tile, bool active, uint32_t cw,
                                     uint32_t tid, uint8_t *staging_base, StagingBuffers &staging_buffers, uint64_t *c_loaded,
-                                    uint32_t &c_loaded_phase, const float (&acc)[kAccRegs], uint8_t *partials,
-                                    uint32_t peers) {
+                                    uint32_t &c_loaded_phase,
+                                    const float (&acc)[kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
     const uint32_t barrier_id = 1 + cw;  // named barrier of this warpgroup (0 is __syncthreads)
 
@@ -572,15 +472,7 @@ struct GroupedGemmSm90 {
           // Token octets j and j+1: v[0..3] from acc[4j..], v[4..7] from acc[4j+4..].
           float v[8];
 #pragma unroll
-          for (int x = 0; x < 8; ++x) v[x] = acc[4 * j + x];
-          if (kSplitK && peers != 0) {  // split-K: the other ranks' partials of the same registers
-            const float4 lo = peer_partials(partials, cw, tid, j, peers);
-            const float4 hi = peer_partials(partials, cw, tid, j + 1, peers);
-            v[0] += lo.x, v[1] += lo.y, v[2] += lo.z, v[3] += lo.w;
-            v[4] += hi.x, v[5] += hi.y, v[6] += hi.z, v[7] += hi.w;
-          }
-#pragma unroll
-          for (int x = 0; x < 8; ++x) v[x] = active ? v[x] * p.alpha : 0.f;
+          for (int x = 0; x < 8; ++x) v[x] = active ? acc[4 * j + x] * p.alpha : 0.f;
           if (scale) {
             const float s[4] = {row_scale(j, 0), row_scale(j, 1), row_scale(j + 1, 0), row_scale(j + 1, 1)};
 #pragma unroll
@@ -607,15 +499,10 @@ struct GroupedGemmSm90 {
         for (int jj = 0; jj < kOctets; ++jj) {
           const int j = int(h) * kOctets + jj;
           const float s[2] = {scale ? row_scale(j, 0) : 1.f, scale ? row_scale(j, 1) : 1.f};
-          float a[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
-          if (kSplitK && peers != 0) {  // split-K: the other ranks' partials of the same registers
-            const float4 part = peer_partials(partials, cw, tid, j, peers);
-            a[0] += part.x, a[1] += part.y, a[2] += part.z, a[3] += part.w;
-          }
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             float *slot = fp32_staging_slot(staging, warp, lane, jj, e);
-            float v = active ? a[e] * p.alpha * s[e % 2] : 0.f;
+            float v = active ? acc[4 * j + e] * p.alpha * s[e % 2] : 0.f;
             if (accumulate) v += *slot;
             *slot = v;
           }

@@ -22,21 +22,11 @@ GGEMM_HOST_DEVICE constexpr uint32_t weights_stage_rows(uint32_t k_slices, uint3
   return k_slices * box_rows + (kTileN - box_rows);
 }
 
-// Split-K (GroupedGemmParams::k_split > 1): each CTA of a cluster keeps its
-// partial accumulators for rank 0 to read: one float4 per thread and 4
-// accumulator registers, [tile_m / 8][256 consumer threads] (consecutive
-// threads, consecutive 16 bytes), then two mbarriers per consumer warpgroup
-// (partials full, at rank 0; partials free, at the others).
-GGEMM_HOST_DEVICE constexpr uint32_t split_partials_bytes(uint32_t tile_m, uint32_t k_split) {
-  return k_split > 1 ? kConsumerWarpgroups * 128 * (tile_m / 2) * 4 + 16 * kConsumerWarpgroups : 0;
-}
-
 struct SmemLayout {
   uint32_t weights_stage_bytes;  // weights_stage_rows x tile_k
   uint32_t tokens_stage_bytes;   // k_slices x tile_m x tile_k
   uint32_t c_bytes;              // epilogue staging, both warpgroups, every buffer
   uint32_t stages;
-  uint32_t partials_bytes;       // split_partials_bytes: 0 without split-K
 
   GGEMM_HOST_DEVICE constexpr uint32_t weights_offset(uint32_t s) const { return s * weights_stage_bytes; }
   GGEMM_HOST_DEVICE constexpr uint32_t tokens_offset(uint32_t s) const {
@@ -51,8 +41,7 @@ struct SmemLayout {
   }
   // full[stages], empty[stages], then one epilogue barrier per consumer
   // warpgroup (the TMA load of C for the accumulate epilogue); 8 bytes each.
-  GGEMM_HOST_DEVICE constexpr uint32_t partials_offset() const { return c_offset() + c_bytes; }
-  GGEMM_HOST_DEVICE constexpr uint32_t barrier_offset() const { return partials_offset() + partials_bytes; }
+  GGEMM_HOST_DEVICE constexpr uint32_t barrier_offset() const { return c_offset() + c_bytes; }
   // Bytes to request: the layout plus slack to align the dynamic base.
   GGEMM_HOST_DEVICE constexpr uint32_t total_bytes() const {
     return barrier_offset() + 16 * stages + 8 * kConsumerWarpgroups + kSmemAlign;
@@ -70,12 +59,12 @@ GGEMM_HOST_DEVICE constexpr uint32_t sm90_epilogue_stage_tokens(uint32_t tile_m)
 GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_t swizzle_bytes,
                                                         uint32_t out_bytes, uint32_t stages,
                                                         uint32_t staging_buffers = 1, uint32_t k_slices = 1,
-                                                        uint32_t box_rows = kTileN, uint32_t k_split = 1) {
+                                                        uint32_t box_rows = kTileN) {
   // One K-major row of a stage is one swizzle span (tile_k * 2 bytes).
   return SmemLayout{weights_stage_rows(k_slices, box_rows) * swizzle_bytes, k_slices * tile_m * swizzle_bytes,
                     staging_buffers * kConsumerWarpgroups * sm90_epilogue_stage_tokens(tile_m) *
                         (kTileN / kConsumerWarpgroups) * out_bytes,
-                    stages, split_partials_bytes(tile_m, k_split)};
+                    stages};
 }
 
 // The deepest pipeline that fits in `smem_optin` bytes (the device's opt-in
@@ -84,13 +73,12 @@ constexpr uint32_t kMaxStages = 32;
 GGEMM_HOST_DEVICE constexpr uint32_t max_stages(uint32_t tile_m, uint32_t swizzle_bytes,
                                                 uint32_t out_bytes, uint32_t smem_optin,
                                                 uint32_t staging_buffers = 1, uint32_t k_slices = 1,
-                                                uint32_t box_rows = kTileN, uint32_t k_split = 1) {
+                                                uint32_t box_rows = kTileN) {
   // total_bytes() grows with every stage (by at least a stage's bytes, the
   // staging's alignment aside), so count up: at most kMaxStages steps.
   uint32_t s = 0;
   while (s < kMaxStages &&
-         make_smem_layout(tile_m, swizzle_bytes, out_bytes, s + 1, staging_buffers, k_slices, box_rows, k_split)
-                 .total_bytes() <=
+         make_smem_layout(tile_m, swizzle_bytes, out_bytes, s + 1, staging_buffers, k_slices, box_rows).total_bytes() <=
              smem_optin)
     ++s;
   return s;
