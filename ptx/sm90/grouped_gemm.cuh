@@ -7,7 +7,10 @@
 //
 //   warpgroup 0  producer: one elected thread issues TMA loads of the weight
 //                and token tiles into a ring of `stages` buffers
-//                (full/empty mbarrier pairs); 40 registers.
+//                (full/empty mbarrier pairs); 40 registers. With K-sliced
+//                views a stage holds 2 or 4 slices of K, one box per operand
+//                (GroupedGemmParams::k_slices: narrow stages are slow per
+//                stage, not per byte).
 //   warpgroups 1, 2  consumers: wgmma from shared-memory descriptors into
 //                fp32 registers, then the epilogue for their 64 features:
 //                stmatrix.trans into a 128B-swizzled staging tile, then a TMA
