@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench_config.h"
+#include "bench_harness.h"
 #include "bench_lora.h"
 #include "ceilings.h"
 #include "cublas_baselines.h"
@@ -221,6 +222,7 @@ int main(int argc, char** argv) {
   lora_env.flusher = s.flusher.get();
   lora_env.ceilings = s.ceilings;
   register_lora_benchmarks(lora_env);
+  register_harness_benchmarks(s.stream, s.flusher.get());
 
   g_session = &s;
   benchmark::RunSpecifiedBenchmarks();
@@ -228,6 +230,7 @@ int main(int argc, char** argv) {
 
   // Release cuBLAS objects and buffers before their stream and handle.
   release_lora_benchmarks();
+  release_harness_benchmarks();
   s.loop.reset();
   s.grouped.reset();
   s.problem.reset();
