@@ -13,6 +13,7 @@
 # --dry-run: apply the patches and configure every tree, build and run
 # nothing (for checking patches on a machine without a GPU).
 set -euo pipefail
+lib=$(cd "$(dirname "$0")" && pwd)/lib
 cd "$(dirname "$0")/.."
 dry=0
 if [ "${1:-}" = "--dry-run" ]; then dry=1; shift; fi
@@ -60,16 +61,11 @@ run() {  # $1 = label, $2 = binary
   local log="$out/ab_run_$1.txt"
   "$2" --benchmark_filter="$filter" --benchmark_min_time=0.1s > "$log" 2>&1 ||
     echo "$1: the benchmark binary exited with $? (see $log)" >&2
-  # Only the median aggregate rows (every row's counters say "us_median").
-  awk -v l="$1" '$1 ~ /_median$/ {sub(/\/iterations:[0-9]+\/repeats:[0-9]+\/manual_time_median/, "", $1); print l, $1, $2}' "$log"
+  awk -v l="$1" -f "$lib/median_rows.awk" "$log"
 }
 for r in $(seq "$rounds"); do
   for i in "${!labels[@]}"; do run "${labels[$i]}" "${builds[$i]}/bench/ggemm_bench"; done
 done > "$out/ab_medians.txt"
 
 # One line per benchmark: the medians of each variant in turn.
-awk '{key=$2; v[key, $1] = v[key, $1] " " $3; if (!(key in seen)) {seen[key]; order[++n] = key}
-      if (!($1 in lab)) {lab[$1]; labs[++nl] = $1}}
-     END {for (i = 1; i <= n; ++i) {line = sprintf("%-60s", order[i]);
-            for (j = 1; j <= nl; ++j) line = line sprintf(" %s:%s", labs[j], v[order[i], labs[j]]); print line}}' \
-  "$out/ab_medians.txt"
+awk -f "$lib/median_table.awk" "$out/ab_medians.txt"

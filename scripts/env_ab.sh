@@ -10,6 +10,7 @@
 # A value of "-" leaves VAR unset (the library's own choice). Env: OUT (logs;
 # default ./h200_out).
 set -euo pipefail
+lib=$(cd "$(dirname "$0")" && pwd)/lib
 binary=${1:?usage: scripts/env_ab.sh BINARY FILTER VAR V1,V2,... [ROUNDS]}
 filter=${2:?usage: scripts/env_ab.sh BINARY FILTER VAR V1,V2,... [ROUNDS]}
 var=${3:?usage: scripts/env_ab.sh BINARY FILTER VAR V1,V2,... [ROUNDS]}
@@ -26,16 +27,11 @@ run() {  # $1 = value
   else
     env "$var=$1" "$binary" --benchmark_filter="$filter" --benchmark_min_time=0.1s > "$log" 2>&1
   fi || echo "$var=$1: the benchmark binary exited with $? (see $log)" >&2
-  # Only the median aggregate rows (every row's counters say "us_median").
-  awk -v l="$var=$1" '$1 ~ /_median$/ {sub(/\/iterations:[0-9]+\/repeats:[0-9]+\/manual_time_median/, "", $1); print l, $1, $2}' "$log"
+  awk -v l="$var=$1" -f "$lib/median_rows.awk" "$log"
 }
 for r in $(seq "$rounds"); do
   for v in "${value_list[@]}"; do run "$v"; done
 done > "$out/env_ab_medians.txt"
 
-# One line per benchmark: the medians of each value in turn.
-awk '{key=$2; v[key, $1] = v[key, $1] " " $3; if (!(key in seen)) {seen[key]; order[++n] = key}
-      if (!($1 in lab)) {lab[$1]; labs[++nl] = $1}}
-     END {for (i = 1; i <= n; ++i) {line = sprintf("%-60s", order[i]);
-            for (j = 1; j <= nl; ++j) line = line sprintf(" %s:%s", labs[j], v[order[i], labs[j]]); print line}}' \
-  "$out/env_ab_medians.txt"
+# One line per benchmark: the medians of each variant in turn.
+awk -f "$lib/median_table.awk" "$out/env_ab_medians.txt"
