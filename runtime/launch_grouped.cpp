@@ -42,6 +42,10 @@ struct ArchKernel {
   // and each of its CTAs loads tile_m / cluster_size of the token rows.
   uint32_t cluster_size = 1;
   uint32_t k_slices = 1;  // sm_90a K-sliced stages (GroupedGemmParams::k_slices); 1 on sm_100a
+  // K-major weight rows per TMA box (GroupedGemmParams::weights_box_rows):
+  // on sm_90a the value the config sized its stages by, so the boxes and the
+  // shared-memory layout cannot disagree.
+  uint32_t weights_box_rows = 0;
 };
 
 // GGEMM_K_SLICES=1, 2 or 4 forces sm_90a's slices of K per stage where the
@@ -67,6 +71,7 @@ ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, cons
   k->staging_buffers = cfg.staging_buffers;
   k->threads = sm90::kThreads;
   k->k_slices = cfg.k_slices;
+  k->weights_box_rows = cfg.weights_box_rows;
   k->smem_bytes = sm90::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(a.out_dtype), cfg.stages,
                                          cfg.staging_buffers, cfg.k_slices, cfg.weights_box_rows)
                       .total_bytes();
@@ -83,6 +88,7 @@ ggemm_status plan_sm100(const DeviceProps &props, const GroupedShape &shape, con
   k->tile_m = cfg.tile_m;
   k->tile_n = sm100::kTileN;  // each CTA's weight rows (and TMA box), whatever the cta_group
   k->cluster_size = cfg.cta_group;
+  k->weights_box_rows = kmajor_box_rows(a.transpose_b, k->cluster_size, a.n, k->tile_n);
   k->swizzle_bytes = cfg.swizzle_bytes;
   k->stages = cfg.stages;
   k->staging_buffers = 1;
@@ -104,7 +110,7 @@ ggemm_status plan_sm100(const DeviceProps &props, const GroupedShape &shape, con
 // dimension of its own, 128 bytes apart, so one box carries k_slices
 // 64-wide slices of K, each landing as the usual 128B-swizzled tile.
 ggemm_status encode_sliced_operands(const Driver &drv, const GroupedLaunch &a, const ArchKernel &k,
-                                    uint32_t weights_box_rows, GroupedGemmParams *p) {
+                                    GroupedGemmParams *p) {
   const uint32_t tile_k = k.swizzle_bytes / 2, in_bytes = dtype_bytes(a.in_dtype);
   const uint64_t slices = uint64_t(a.k) / tile_k, row_bytes = uint64_t(a.k) * in_bytes;
   TensorMapSpec tokens{"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 3,
@@ -114,7 +120,7 @@ ggemm_status encode_sliced_operands(const Driver &drv, const GroupedLaunch &a, c
   GGEMM_TRY(encode_tensor_map(drv, tokens, &p->tmap_tokens));
   TensorMapSpec weights{"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 4,
                         {tile_k, uint64_t(a.n), slices, uint64_t(a.num_experts)},
-                        {tile_k, weights_box_rows, k.k_slices, 1}, tma_swizzle_for_bytes(k.swizzle_bytes)};
+                        {tile_k, k.weights_box_rows, k.k_slices, 1}, tma_swizzle_for_bytes(k.swizzle_bytes)};
   weights.strides[0] = row_bytes, weights.strides[1] = tile_k * in_bytes, weights.strides[2] = row_bytes * a.n;
   return encode_tensor_map(drv, weights, &p->tmap_weights);
 }
@@ -127,10 +133,9 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   const uint32_t in_bytes = dtype_bytes(a.in_dtype), out_bytes = dtype_bytes(a.out_dtype);
   GroupedGemmParams p{};
   // K-major weights narrower than a tile (LoRA shrink's 3R rows) load only
-  // their rows (the sm_90a config sized its stages by the same).
-  const uint32_t weights_box_rows = kmajor_box_rows(a.transpose_b, k.cluster_size, a.n, k.tile_n);
+  // their rows (k.weights_box_rows).
   if (k.k_slices > 1) {
-    GGEMM_TRY(encode_sliced_operands(drv, a, k, weights_box_rows, &p));
+    GGEMM_TRY(encode_sliced_operands(drv, a, k, &p));
   } else {
     GGEMM_TRY(encode_tensor_map(drv,
                                 {"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 2,
@@ -141,7 +146,7 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
       GGEMM_TRY(encode_tensor_map(drv,
                                   {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
                                    {uint64_t(a.k), uint64_t(a.n), uint64_t(a.num_experts)},
-                                   {tile_k, weights_box_rows, 1}, tma_swizzle_for_bytes(k.swizzle_bytes)},
+                                   {tile_k, k.weights_box_rows, 1}, tma_swizzle_for_bytes(k.swizzle_bytes)},
                                   &p.tmap_weights));
     } else {
       // [E, K, N]: boxes of tile_k rows of K by one 128-byte row of features
@@ -182,7 +187,7 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   p.stages = k.stages;
   p.staging_buffers = k.staging_buffers;
   p.swizzle_bytes = k.swizzle_bytes;
-  p.weights_box_rows = weights_box_rows;
+  p.weights_box_rows = k.weights_box_rows;
   p.k_slices = k.k_slices;
   *out = p;
   return GGEMM_STATUS_SUCCESS;
