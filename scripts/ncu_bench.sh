@@ -5,6 +5,13 @@
 # filter goes to $OUT/ncu_<n>.txt.
 #
 #   scripts/ncu_bench.sh 'lora_expand.*m4096_g8_r16/ggemm/' ['other filter' ...]
+#
+# Besides speed of light, warp states and occupancy, the reports carry the
+# pipe utilisation (ComputeWorkloadAnalysis: the tensor pipe) and the
+# shared-memory tables (MemoryWorkloadAnalysis_Tables: wavefronts, bank
+# conflicts), for the shared-memory bandwidth question of NOTES v0.10. The
+# environment passes through, so GGEMM_BENCH_TILE_M=128 or
+# GGEMM_SM90_PING_PONG=1 (on a branch that has it) profile those variants.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/h200_out}
@@ -16,6 +23,7 @@ for filter in "$@"; do
   timeout 240 ncu --clock-control none -k 'regex:ggemm_sm90' --launch-skip 3 --launch-count 1 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
     --section Occupancy --section SchedulerStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
     ./build/bench/ggemm_bench --benchmark_filter="$filter" > "$out/ncu_$i.txt" 2>&1
   echo "ncu $i ($filter) rc=$?"
 done
