@@ -9,7 +9,7 @@
 // and per box, and the bytes per SM and in total per second.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -I. bench/tma_probe.cu -o tma_probe && ./tma_probe
-//   (scripts/h200_tma_probe.sh does this on the lent H200)
+//   (scripts/h200_probe.sh tma does this on the lent H200)
 //
 // Boxes are {64 elements of K (128 bytes), R rows} with the 128-byte
 // swizzle, as the kernels load them; "spans" S > 1 uses a 3-D view
@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/probe_util.h"
 #include "ptx/mbarrier.h"
 #include "ptx/tma.h"
 
@@ -99,15 +100,6 @@ __global__ void __launch_bounds__(64, 1) tma_probe_kernel(const __grid_constant_
   }
 }
 
-#define CHECK_CUDA(x)                                                                              \
-  do {                                                                                             \
-    cudaError_t e = (x);                                                                           \
-    if (e != cudaSuccess) {                                                                        \
-      std::fprintf(stderr, "%s: %s (%s:%d)\n", #x, cudaGetErrorString(e), __FILE__, __LINE__);     \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-
 decltype(&cuTensorMapEncodeTiled) encode_tiled = nullptr;
 
 bool encode(const void *base, int rows, int spans, CUtensorMap *map) {
@@ -156,15 +148,15 @@ void run(const Probe &p, const void *tensor, unsigned long long *d_ns, int max_s
                 p.boxes_per_stage, p.stages, smem);
     return;
   }
-  CHECK_CUDA(cudaFuncSetAttribute(tma_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  PROBE_CHECK_CUDA(cudaFuncSetAttribute(tma_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   std::vector<double> per_cta;
   for (int rep = 0; rep < 3; ++rep) {
     tma_probe_kernel<<<p.ctas, 64, smem>>>(map, a, d_ns);
-    CHECK_CUDA(cudaGetLastError());
-    CHECK_CUDA(cudaDeviceSynchronize());
+    PROBE_CHECK_CUDA(cudaGetLastError());
+    PROBE_CHECK_CUDA(cudaDeviceSynchronize());
   }
   std::vector<unsigned long long> ns(p.ctas);
-  CHECK_CUDA(cudaMemcpy(ns.data(), d_ns, sizeof(unsigned long long) * p.ctas, cudaMemcpyDeviceToHost));
+  PROBE_CHECK_CUDA(cudaMemcpy(ns.data(), d_ns, sizeof(unsigned long long) * p.ctas, cudaMemcpyDeviceToHost));
   std::sort(ns.begin(), ns.end());
   const double median_ns = double(ns[p.ctas / 2]);
   const double per_stage = median_ns / a.iters;
@@ -177,29 +169,13 @@ void run(const Probe &p, const void *tensor, unsigned long long *d_ns, int max_s
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("tma_probe: no CUDA device: skipped\n");
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major < 9) {
-    std::printf("tma_probe: %s is sm_%d%d, TMA needs sm_90: skipped\n", prop.name, prop.major, prop.minor);
-    return 77;
-  }
-  cudaDriverEntryPointQueryResult found{};
-  CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void **>(&encode_tiled),
-                                              12000, cudaEnableDefault, &found));
-  if (found != cudaDriverEntryPointSuccess || !encode_tiled) {
-    std::fprintf(stderr, "tma_probe: the driver has no cuTensorMapEncodeTiled\n");
-    return 1;
-  }
+  const cudaDeviceProp prop = sm90_device_or_skip("tma_probe");
+  encode_tiled = tensor_map_encoder("tma_probe");
   void *tensor = nullptr;
   unsigned long long *d_ns = nullptr;
-  CHECK_CUDA(cudaMalloc(&tensor, size_t(kRows) * kK * 2));
-  CHECK_CUDA(cudaMemset(tensor, 0x3c, size_t(kRows) * kK * 2));
-  CHECK_CUDA(cudaMalloc(&d_ns, sizeof(unsigned long long) * 1024));
+  PROBE_CHECK_CUDA(cudaMalloc(&tensor, size_t(kRows) * kK * 2));
+  PROBE_CHECK_CUDA(cudaMemset(tensor, 0x3c, size_t(kRows) * kK * 2));
+  PROBE_CHECK_CUDA(cudaMalloc(&d_ns, sizeof(unsigned long long) * 1024));
   const int sms = prop.multiProcessorCount;
   std::printf("tma_probe on %s (%d SMs): median CTA; per stage and per box in ns, GB/s per SM, TB/s in all\n",
               prop.name, sms);
@@ -217,7 +193,7 @@ int main() {
       probes.push_back({ctas, 16, 1, 1, 16, fresh});
     }
   for (const Probe &p : probes) run(p, tensor, d_ns, int(prop.sharedMemPerBlockOptin));
-  CHECK_CUDA(cudaFree(tensor));
-  CHECK_CUDA(cudaFree(d_ns));
+  PROBE_CHECK_CUDA(cudaFree(tensor));
+  PROBE_CHECK_CUDA(cudaFree(d_ns));
   return 0;
 }

@@ -1,0 +1,51 @@
+// What the microbenchmarks under bench/ (tma_probe.cu, mma_probe.cu) share:
+// a checked CUDA call, the sm_90 device check that skips elsewhere (exit 77,
+// as ctest's SKIP_RETURN_CODE expects), and the driver's tensor-map encoder
+// through the runtime's entry-point query (so the binary starts, and skips,
+// on a machine with no driver).
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#define PROBE_CHECK_CUDA(x)                                                                    \
+  do {                                                                                         \
+    cudaError_t e = (x);                                                                       \
+    if (e != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s: %s (%s:%d)\n", #x, cudaGetErrorString(e), __FILE__, __LINE__); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+// Device 0 if it is an sm_90 GPU (the probes are sm_90a code); otherwise
+// prints why `probe` is skipped and exits 77.
+inline cudaDeviceProp sm90_device_or_skip(const char *probe) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("%s: no CUDA device: skipped\n", probe);
+    std::exit(77);
+  }
+  cudaDeviceProp prop{};
+  PROBE_CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major != 9) {
+    std::printf("%s: %s is sm_%d%d; this sm_90a code needs sm_90: skipped\n", probe, prop.name, prop.major,
+                prop.minor);
+    std::exit(77);
+  }
+  return prop;
+}
+
+// cuTensorMapEncodeTiled from the driver; exits if the driver lacks it.
+inline decltype(&cuTensorMapEncodeTiled) tensor_map_encoder(const char *probe) {
+  decltype(&cuTensorMapEncodeTiled) encode = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  PROBE_CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void **>(&encode),
+                                                    12000, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || !encode) {
+    std::fprintf(stderr, "%s: the driver has no cuTensorMapEncodeTiled\n", probe);
+    std::exit(1);
+  }
+  return encode;
+}

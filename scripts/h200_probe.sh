@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One device call: a microbenchmark of bench/<name>_probe.cu on the H200.
+#   tma  what one SM's TMA loads cost by box shape (bench/tma_probe.cu, ~30 s)
+#   mma  whether wgmma's rate from shared memory drops under TMA loads or
+#        epilogue staging on the same SM (bench/mma_probe.cu, NOTES v0.10)
+# The table goes to stdout and $OUT/<name>_probe.txt.
+#
+#   scripts/h200_probe.sh tma|mma
+set -uo pipefail
+cd "$(dirname "$0")/.."
+name=${1:?usage: scripts/h200_probe.sh tma|mma}
+src=bench/${name}_probe.cu
+[ -f "$src" ] || { echo "no $src"; exit 2; }
+out=${OUT:-$PWD/h200_out}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+nvcc -std=c++17 -O3 -arch=sm_90a -I. "$src" -o "$out/${name}_probe.bin" || { echo "COMPILE FAILED"; exit 1; }
+"$out/${name}_probe.bin" | tee "$out/${name}_probe.txt"
+rc=${PIPESTATUS[0]}
+rm -f "$out/${name}_probe.bin"
+exit "$rc"
