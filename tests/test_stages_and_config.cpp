@@ -181,7 +181,7 @@ ggemm_config blank_config() {
 
 TEST(ChooseSm90Config, TileM256OnlyForLargeGroups) {
   // Average group of 256 rows or more (and no larger than the largest): 256.
-  GroupedShape big = shape(4096);
+  GroupedShape big = shape(1024);
   big.m = 64 * 256;
   Sm90Config cfg;
   ASSERT_EQ(choose_sm90_config(h200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
@@ -191,6 +191,19 @@ TEST(ChooseSm90Config, TileM256OnlyForLargeGroups) {
   below.m = 64 * 255;
   ASSERT_EQ(choose_sm90_config(h200(), below, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 128u);
+  // Skewed routing: the largest group more than 4x the average (Zipf-like)
+  // takes 128; up to 4x, and with no bound (0, or M: nothing known), the
+  // average decides.
+  GroupedShape skewed = big;
+  skewed.max_rows_per_group = 4 * 256 + 1;
+  ASSERT_EQ(choose_sm90_config(h200(), skewed, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_m, 128u);
+  for (int64_t bound : {int64_t(0), big.m}) {
+    GroupedShape unknown = big;
+    unknown.max_rows_per_group = bound;
+    ASSERT_EQ(choose_sm90_config(h200(), unknown, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    EXPECT_EQ(cfg.tile_m, 256u) << "max_rows_per_group " << bound;
+  }
   // The average never counts above the largest group.
   GroupedShape capped = big;
   capped.max_rows_per_group = 200;
@@ -697,11 +710,12 @@ DeviceProps b200() {
 }
 
 TEST(ChooseSm100Config, TileM256ForEveryOutputAndEpilogue) {
-  // Average group of 256 rows or more: 256, also for fp32 output and the
-  // accumulate epilogue (sm_90a stops at 128 for both).
+  // Average group of 256 rows or more (balanced: the largest no more than
+  // 4x the average): 256, also for fp32 output and the accumulate epilogue
+  // (sm_90a stops at 128 for both).
   for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
     for (ggemm_epilogue ep : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE}) {
-      GroupedShape big = shape(4096, 4096, true, out);
+      GroupedShape big = shape(1024, 4096, true, out);
       big.m = 64 * 256;
       big.epilogue = ep;
       Sm100Config cfg;
