@@ -423,11 +423,6 @@ struct GroupedGemmSm90 {
 
     const bool accumulate = kSupportsAccumulate && p.epilogue == kEpilogueAccumulate;
     const bool scale = p.epilogue == kEpilogueRowScale && active;
-    // The routing weight of token 8j + 2 * (lane % 4) + odd.
-    auto row_scale = [&](int j, int odd) {
-      const uint32_t token = 8 * j + 2 * (lane % 4) + odd;
-      return token < tile.rows ? __ldg(&p.row_scale[tile.row0 + token]) : 0.f;
-    };
 
 #pragma unroll
     for (uint32_t h = 0; h < kStageChunks; ++h) {
@@ -466,50 +461,17 @@ struct GroupedGemmSm90 {
         c_loaded_phase ^= 1;
       }
 
-      constexpr int kOctets = kStageTokens / 8;  // token octets per chunk
-      if constexpr (kOutBytes == 2) {
-        const uint32_t lane_addr = stmatrix_lane_addr(ptx::smem_addr(staging), warp, lane);
-#pragma unroll
-        for (int jj = 0; jj < kOctets; jj += 2) {
-          const int j = int(h) * kOctets + jj;  // octet of the tile
-          // Token octets j and j+1: v[0..3] from acc[4j..], v[4..7] from acc[4j+4..].
-          float v[8];
-#pragma unroll
-          for (int x = 0; x < 8; ++x) v[x] = active ? acc[4 * j + x] * p.alpha : 0.f;
-          if (scale) {
-            const float s[4] = {row_scale(j, 0), row_scale(j, 1), row_scale(j + 1, 0), row_scale(j + 1, 1)};
-#pragma unroll
-            for (int x = 0; x < 8; ++x) v[x] *= s[2 * (x / 4) + x % 2];
-          }
-          if (accumulate) {
-            // ldmatrix.trans at stmatrix's addresses returns the old values in
-            // fragment layout.
-            uint32_t r[4];
-            ptx::ldmatrix_x4_trans(lane_addr + jj * 1024, r[0], r[1], r[2], r[3]);
-#pragma unroll
-            for (int x = 0; x < 4; ++x) {
-              const float2 old = OutTraits<Out>::unpack(r[x]);
-              v[2 * x] += old.x;
-              v[2 * x + 1] += old.y;
-            }
-          }
-          ptx::stmatrix_x4_trans(lane_addr + jj * 1024, OutTraits<Out>::pack(v[0], v[1]),
-                                 OutTraits<Out>::pack(v[2], v[3]), OutTraits<Out>::pack(v[4], v[5]),
-                                 OutTraits<Out>::pack(v[6], v[7]));
-        }
+      // One staging loop per epilogue kind, chosen here and not inside the
+      // unrolled steps: a runtime branch in each step leaves the skipped
+      // path's code between the executed instructions, and this loop runs
+      // at instruction-fetch speed (ncu on the LoRA expand: half the warp
+      // stalls are "no instruction").
+      if (accumulate) {
+        stage_chunk<false, true>(p, tile, active, h, warp, lane, staging, acc);
+      } else if (scale) {
+        stage_chunk<true, false>(p, tile, active, h, warp, lane, staging, acc);
       } else {
-#pragma unroll
-        for (int jj = 0; jj < kOctets; ++jj) {
-          const int j = int(h) * kOctets + jj;
-          const float s[2] = {scale ? row_scale(j, 0) : 1.f, scale ? row_scale(j, 1) : 1.f};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float *slot = fp32_staging_slot(staging, warp, lane, jj, e);
-            float v = active ? acc[4 * j + e] * p.alpha * s[e % 2] : 0.f;
-            if (accumulate) v += *slot;
-            *slot = v;
-          }
-        }
+        stage_chunk<false, false>(p, tile, active, h, warp, lane, staging, acc);
       }
       ptx::fence_proxy_async_shared_cta();
       ptx::bar_sync(barrier_id, 128);
@@ -539,6 +501,66 @@ struct GroupedGemmSm90 {
         const OutputView &to = crosses ? p.out[output_segment(p, col)] : view;
         Out *dst = reinterpret_cast<Out *>(to.base) + size_t(row0 + token) * to.ld + (col - to.col_offset);
         *reinterpret_cast<uint4 *>(dst) = v;
+      }
+    }
+  }
+
+  // Writes chunk h of this warpgroup's accumulators (tokens
+  // [h * kStageTokens, (h + 1) * kStageTokens)) into the staging buffer as
+  // the output type: alpha, then the routing weight (kScale) or the old
+  // value already loaded into the buffer (kAccumulate); zeros for an
+  // inactive tile.
+  template <bool kScale, bool kAccumulate>
+  GGEMM_DEVICE static void stage_chunk(const GroupedGemmParams &p, const GroupedTile &tile, bool active, uint32_t h,
+                                       uint32_t warp, uint32_t lane, uint8_t *staging, const float (&acc)[kAccRegs]) {
+    // The routing weight of token 8j + 2 * (lane % 4) + odd.
+    auto row_scale = [&](int j, int odd) {
+      const uint32_t token = 8 * j + 2 * (lane % 4) + odd;
+      return token < tile.rows ? __ldg(&p.row_scale[tile.row0 + token]) : 0.f;
+    };
+    constexpr int kOctets = kStageTokens / 8;  // token octets per chunk
+    if constexpr (kOutBytes == 2) {
+      const uint32_t lane_addr = stmatrix_lane_addr(ptx::smem_addr(staging), warp, lane);
+#pragma unroll
+      for (int jj = 0; jj < kOctets; jj += 2) {
+        const int j = int(h) * kOctets + jj;  // octet of the tile
+        // Token octets j and j+1: v[0..3] from acc[4j..], v[4..7] from acc[4j+4..].
+        float v[8];
+#pragma unroll
+        for (int x = 0; x < 8; ++x) v[x] = active ? acc[4 * j + x] * p.alpha : 0.f;
+        if constexpr (kScale) {
+          const float s[4] = {row_scale(j, 0), row_scale(j, 1), row_scale(j + 1, 0), row_scale(j + 1, 1)};
+#pragma unroll
+          for (int x = 0; x < 8; ++x) v[x] *= s[2 * (x / 4) + x % 2];
+        }
+        if constexpr (kAccumulate) {
+          // ldmatrix.trans at stmatrix's addresses returns the old values in
+          // fragment layout.
+          uint32_t r[4];
+          ptx::ldmatrix_x4_trans(lane_addr + jj * 1024, r[0], r[1], r[2], r[3]);
+#pragma unroll
+          for (int x = 0; x < 4; ++x) {
+            const float2 old = OutTraits<Out>::unpack(r[x]);
+            v[2 * x] += old.x;
+            v[2 * x + 1] += old.y;
+          }
+        }
+        ptx::stmatrix_x4_trans(lane_addr + jj * 1024, OutTraits<Out>::pack(v[0], v[1]),
+                               OutTraits<Out>::pack(v[2], v[3]), OutTraits<Out>::pack(v[4], v[5]),
+                               OutTraits<Out>::pack(v[6], v[7]));
+      }
+    } else {
+#pragma unroll
+      for (int jj = 0; jj < kOctets; ++jj) {
+        const int j = int(h) * kOctets + jj;
+        const float s[2] = {kScale ? row_scale(j, 0) : 1.f, kScale ? row_scale(j, 1) : 1.f};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float *slot = fp32_staging_slot(staging, warp, lane, jj, e);
+          float v = active ? acc[4 * j + e] * p.alpha * s[e % 2] : 0.f;
+          if constexpr (kAccumulate) v += *slot;
+          *slot = v;
+        }
       }
     }
   }
