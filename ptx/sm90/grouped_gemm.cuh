@@ -5,9 +5,12 @@
 // consumer warpgroups, 64 weight rows each) and the tokens its N side
 // (tile_m = 16..256), so decode-sized groups waste little.
 //
-//   warpgroup 0  producer: one elected thread issues TMA loads of the weight
-//                and token tiles into a ring of `stages` buffers
-//                (full/empty mbarrier pairs); 40 registers. With K-sliced
+//   warpgroup 0  40 registers. Warp 1: one thread walks the tiles and hands
+//                each to the other roles through shared memory
+//                (ptx/tile_handoff.h), so no other role waits on the walk's
+//                routing loads. Warp 0: the producer, one thread issuing TMA
+//                loads of each tile's weights and tokens into a ring of
+//                `stages` buffers (full/empty mbarrier pairs). With K-sliced
 //                views a stage holds 2 or 4 slices of K, one box per operand
 //                (GroupedGemmParams::k_slices: narrow stages are slow per
 //                stage, not per byte).
@@ -35,6 +38,7 @@
 #include "../routing_check.h"
 #include "../routing_prefetch.h"
 #include "../stmatrix.h"
+#include "../tile_handoff.h"
 #include "../tile_scheduler.h"
 #include "../tma.h"
 #include "../trace.h"
@@ -94,6 +98,9 @@ struct GroupedGemmSm90 {
   static constexpr uint32_t kStageChunks = TileM / kStageTokens;
   static constexpr uint32_t kStagingBytes = kBoxes * kStageTokens * 128;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  // Who reads each handed-off tile (ptx/tile_handoff.h): the producer thread
+  // and every consumer thread.
+  static constexpr uint32_t kTileReceivers = 1 + kConsumerWarpgroups * 128;
   // At tile_m 256 the 128 accumulator registers leave too few for the
   // accumulate epilogue's old values (it spills); the runtime never picks
   // that pair (GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE).
@@ -118,6 +125,7 @@ struct GroupedGemmSm90 {
         ptx::mbarrier_init(&empty[s], kConsumerWarpgroups * ClusterM);  // each consumer of the cluster
       }
       for (uint32_t w = 0; w < kConsumerWarpgroups; ++w) ptx::mbarrier_init(&c_loaded[w], 1);
+      TileHandoff::init(handoff_region(), kTileReceivers);
       ptx::fence_mbarrier_init();
     }
     if (threadIdx.x / 32 == 1) {
@@ -140,7 +148,11 @@ struct GroupedGemmSm90 {
 
     if (warpgroup == 0) {
       ptx::setmaxnreg_dec<kProducerRegs>();
-      if (threadIdx.x < 32 && ptx::elect_one_sync()) produce(p, smem, layout, full, empty);
+      if (threadIdx.x < 32) {
+        if (ptx::elect_one_sync()) produce(p, smem, layout, full, empty);
+      } else if (threadIdx.x < 64) {
+        if (ptx::elect_one_sync()) walk_tiles(p, handoff_region());
+      }
     } else {
       ptx::setmaxnreg_inc<kConsumerRegs>();
       // One consumer loop per swizzle (tile_k = swizzle / 2), chosen once:
@@ -176,6 +188,12 @@ struct GroupedGemmSm90 {
     }
   }
 
+  // The tile handoff's shared memory (kStaticSmemBytes, smem_layout.h).
+  GGEMM_DEVICE static uint8_t *handoff_region() {
+    __shared__ alignas(16) uint8_t region[kTileHandoffBytes];
+    return region;
+  }
+
   GGEMM_DEVICE static void sync_cta_or_cluster() {
     if constexpr (ClusterM > 1) {
       ptx::cluster_sync();
@@ -185,8 +203,7 @@ struct GroupedGemmSm90 {
   }
 
   // The cluster's walk (cluster_walk, as the CPU tests simulate it), read
-  // from the special registers at each use: at tile_m 256 the consumers have
-  // no register to keep a 64-bit stride in.
+  // from the special registers at each use (the walker has 40 registers).
   GGEMM_DEVICE static uint32_t first_tile() { return uint32_t(cluster_walk(blockIdx.x, gridDim.x, ClusterM).first); }
   GGEMM_DEVICE static uint32_t tile_stride() { return uint32_t(cluster_walk(blockIdx.x, gridDim.x, ClusterM).stride); }
 
@@ -199,6 +216,21 @@ struct GroupedGemmSm90 {
     }
   }
 
+  // ---- tile walker: one thread of warp 1 -----------------------------------
+  // The only role that walks the tiles (its chain of dependent routing
+  // loads): each tile goes to the producer and the consumers through the
+  // handoff (ptx/tile_handoff.h), up to kTileSlots ahead of the slowest.
+  GGEMM_DEVICE static void walk_tiles(const GroupedGemmParams &p, uint8_t *handoff_region) {
+    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
+    TileHandoff handoff;
+    GroupedTile pair;
+    // Each CTA of a pair gets its share of the pair tile (its 128 features);
+    // the other roles use only that.
+    for (uint64_t t = first_tile(); sched.next(t, &pair); t += tile_stride())
+      handoff.publish(handoff_region, cta_share(pair, rank()), uint32_t(t));
+    handoff.finish(handoff_region);
+  }
+
   // ---- producer: one thread ------------------------------------------------
   GGEMM_DEVICE static void produce(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                    uint64_t *full, uint64_t *empty) {
@@ -207,16 +239,18 @@ struct GroupedGemmSm90 {
     const uint32_t weights_bytes = Layout == WeightLayout::kKMajor ? k_slices(p) * p.weights_box_rows * p.swizzle_bytes
                                                                    : layout.weights_stage_bytes;
     const uint32_t stage_bytes = weights_bytes + layout.tokens_stage_bytes;
-    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
+    TileHandoff handoff;
     const uint32_t r = rank();
     Pipeline pipe;
-    GroupedTile pair;
     TraceWriter trace(trace_buffer(p), 0);
     trace.record_with_time(kTraceStart, 0);
-    for (uint64_t t = first_tile(); sched.next(t, &pair); t += tile_stride()) {
-      if (pair.expert < 0) continue;  // inactive group: nothing to load
-      trace.record(kTraceTile, uint32_t(t));
-      const GroupedTile tile = cta_share(pair, r);
+    for (;;) {
+      const TileSlot &slot = handoff.wait(handoff_region());
+      const GroupedTile tile = slot.tile;  // this CTA's share of the pair tile
+      if (tile.rows == 0) break;           // the end
+      trace.record(kTraceTile, slot.index);
+      handoff.release(handoff_region());
+      if (tile.expert < 0) continue;  // inactive group: nothing to load
       // This CTA's token rows: all of them, or its half of the pair's.
       const int32_t token_row =
           int32_t(tile.row0 + r * kTokensPerCta + (p.a_planes ? tile.segment * p.m : 0));
@@ -270,9 +304,8 @@ struct GroupedGemmSm90 {
     // k_iters and the staging address are recomputed per tile where used:
     // at tile_m 256 the accumulators leave no registers to keep them live.
     const uint32_t tid = threadIdx.x % 128;
-    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
     Pipeline pipe;
-    GroupedTile tile;
+    TileHandoff handoff;
     // Zeroed once, before any wgmma: a tile narrower than TileM leaves the
     // registers past its width untouched, and the epilogue reads (then masks)
     // them.
@@ -284,22 +317,39 @@ struct GroupedGemmSm90 {
     TraceWriter trace(tid == 0 ? trace_buffer(p) : nullptr, 1 + cw);
     trace.record_with_time(kTraceStart, 0);
 
-    for (uint64_t t = first_tile(); sched.next(t, &tile); t += tile_stride()) {
-      if constexpr (ClusterM > 1) tile = cta_share(tile, rank());
-      const bool active = tile.expert >= 0;
-      trace.record(kTraceTile, uint32_t(t));
-      if (active) {
-        run_mainloop<Swizzle, Slices, TileM>(p, smem, layout, full, empty, cw, tile.rows, pipe, acc, trace);
-      } else if (p.epilogue == kEpilogueAccumulate) {
-        continue;  // C += 0
-      }
-      trace.record(kTraceEpilogue, uint32_t(t));
-      epilogue(p, tile, active, cw, tid, smem + layout.c_offset() + cw * p.staging_buffers * kStagingBytes,
-               staging_buffers, c_loaded, c_loaded_phase, acc);
-      trace.record(kTraceEpilogueEnd, uint32_t(t));
+    for (;;) {
+      // The tile's fields are read from its slot where they are used, and
+      // the slot is released after the epilogue: at tile_m 256 the
+      // accumulators leave no registers to hold them through the tile.
+      const TileSlot &slot = handoff.wait(handoff_region());
+      if (slot.tile.rows == 0) break;  // the end
+      consume_tile<Swizzle, Slices>(p, smem, layout, full, empty, c_loaded, cw, tid, slot.tile, slot.index, pipe, acc,
+                                    staging_buffers, c_loaded_phase, trace);
+      handoff.release(handoff_region());
     }
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
     trace.finish();
+  }
+
+  // One tile of a consumer warpgroup: its mainloop (none for an inactive
+  // group's tile, whose outputs the epilogue zeroes), then its epilogue.
+  template <uint32_t Swizzle, uint32_t Slices>
+  GGEMM_DEVICE static void consume_tile(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
+                                        uint64_t *full, uint64_t *empty, uint64_t *c_loaded, uint32_t cw, uint32_t tid,
+                                        const GroupedTile &tile, uint32_t tile_index, Pipeline &pipe,
+                                        float (&acc)[kAccRegs], StagingBuffers &staging_buffers,
+                                        uint32_t &c_loaded_phase, TraceWriter &trace) {
+    const bool active = tile.expert >= 0;
+    trace.record(kTraceTile, tile_index);
+    if (active) {
+      run_mainloop<Swizzle, Slices, TileM>(p, smem, layout, full, empty, cw, tile.rows, pipe, acc, trace);
+    } else if (p.epilogue == kEpilogueAccumulate) {
+      return;  // C += 0
+    }
+    trace.record(kTraceEpilogue, tile_index);
+    epilogue(p, tile, active, cw, tid, smem + layout.c_offset() + cw * p.staging_buffers * kStagingBytes,
+             staging_buffers, c_loaded, c_loaded_phase, acc);
+    trace.record(kTraceEpilogueEnd, tile_index);
   }
 
   // Runs the mainloop with the narrowest wgmma N (TileM, TileM / 2, ..., 16)

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "../arch.h"
+#include "../tile_handoff.h"
 
 namespace ggemm::sm90 {
 
@@ -67,8 +68,15 @@ GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_
                     stages};
 }
 
+// Static shared memory of every sm_90a kernel, beside the dynamic layout:
+// the tile handoff (ptx/tile_handoff.h), addressed by immediates so that no
+// register holds its address (the consumers at tile_m 256 have none to
+// spare). It counts against the opt-in limit with the dynamic bytes.
+constexpr uint32_t kStaticSmemBytes = kTileHandoffBytes;
+
 // The deepest pipeline that fits in `smem_optin` bytes (the device's opt-in
-// shared memory per block), capped at kMaxStages; 0 if not even one fits.
+// shared memory per block, static and dynamic), capped at kMaxStages; 0 if
+// not even one fits.
 constexpr uint32_t kMaxStages = 32;
 GGEMM_HOST_DEVICE constexpr uint32_t max_stages(uint32_t tile_m, uint32_t swizzle_bytes,
                                                 uint32_t out_bytes, uint32_t smem_optin,
@@ -78,7 +86,8 @@ GGEMM_HOST_DEVICE constexpr uint32_t max_stages(uint32_t tile_m, uint32_t swizzl
   // staging's alignment aside), so count up: at most kMaxStages steps.
   uint32_t s = 0;
   while (s < kMaxStages &&
-         make_smem_layout(tile_m, swizzle_bytes, out_bytes, s + 1, staging_buffers, k_slices, box_rows).total_bytes() <=
+         make_smem_layout(tile_m, swizzle_bytes, out_bytes, s + 1, staging_buffers, k_slices, box_rows).total_bytes() +
+                 kStaticSmemBytes <=
              smem_optin)
     ++s;
   return s;
