@@ -31,8 +31,8 @@ def main(src, dst):
         if b.get("aggregate_name") != "median":
             continue
         shape, impl = b["run_name"].split("/")[:2]
-        if shape.startswith("lora_"):
-            continue  # the MoE rows only; LoRA rows are tabled by summarize.py
+        if shape.startswith("lora_") or shape.startswith("harness_"):
+            continue  # the MoE rows only; summarize.py tables the LoRA and harness rows
         if shape not in frac:
             order.append(shape)
         frac[shape][impl] = b["frac_floor"]
