@@ -3,12 +3,14 @@
 #   tma  what one SM's TMA loads cost by box shape (bench/tma_probe.cu, ~30 s)
 #   mma  whether wgmma's rate from shared memory drops under TMA loads or
 #        epilogue staging on the same SM (bench/mma_probe.cu, NOTES v0.10)
+#   shrink  the LoRA shrink's stages, box by box, cold and warm
+#        (bench/shrink_probe.cu, NOTES v0.11; ~20 s)
 # The table goes to stdout and $OUT/<name>_probe.txt.
 #
-#   scripts/h200_probe.sh tma|mma
+#   scripts/h200_probe.sh tma|mma|shrink
 set -uo pipefail
 cd "$(dirname "$0")/.."
-name=${1:?usage: scripts/h200_probe.sh tma|mma}
+name=${1:?usage: scripts/h200_probe.sh tma|mma|shrink}
 src=bench/${name}_probe.cu
 [ -f "$src" ] || { echo "no $src"; exit 2; }
 out=${OUT:-$PWD/h200_out}
