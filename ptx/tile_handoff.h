@@ -11,7 +11,8 @@
 // too: their consumers write zeros) into a ring of kTileSlots slots, up to
 // kTileSlots ahead of the slowest receiver, and a slot holding rows = 0
 // ends the sequence. The producer and the consumers read a slot at
-// shared-memory latency.
+// shared-memory latency. (H200, same-run A/B: Qwen3 down 185 -> 174 us,
+// LoRA decode expand 9.6 -> 8.6; rows with few tiles per CTA level.)
 //
 // Each slot has a full barrier (1 arrival: the walker, after writing the
 // slot; its release orders the writes before the receivers' acquire in the
