@@ -12,13 +12,21 @@
 # Env: OUT (logs; default ./h200_out), GGEMM_BENCH_* overrides apply to all.
 # --dry-run: apply the patches and configure every tree, build and run
 # nothing (for checking patches on a machine without a GPU).
+# --tests: afterwards also build and run build/tests/ggemm_tests (every GPU
+# and ABI test) in each patched tree, so a winner can land from this call.
 set -euo pipefail
 lib=$(cd "$(dirname "$0")" && pwd)/lib
 cd "$(dirname "$0")/.."
-dry=0
-if [ "${1:-}" = "--dry-run" ]; then dry=1; shift; fi
-patches=${1:?usage: scripts/ab_bench.sh [--dry-run] PATCH[,PATCH...] FILTER [ROUNDS]}
-filter=${2:?usage: scripts/ab_bench.sh [--dry-run] PATCH[,PATCH...] FILTER [ROUNDS]}
+dry=0 tests=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry=1; shift ;;
+    --tests) tests=1; shift ;;
+    *) break ;;
+  esac
+done
+patches=${1:?usage: scripts/ab_bench.sh [--dry-run] [--tests] PATCH[,PATCH...] FILTER [ROUNDS]}
+filter=${2:?usage: scripts/ab_bench.sh [--dry-run] [--tests] PATCH[,PATCH...] FILTER [ROUNDS]}
 rounds=${3:-2}
 out=${OUT:-$PWD/h200_out}
 mkdir -p "$out"
@@ -69,3 +77,16 @@ done > "$out/ab_medians.txt"
 
 # One line per benchmark: the medians of each variant in turn.
 awk -f "$lib/median_table.awk" "$out/ab_medians.txt"
+
+if [ $tests -eq 1 ]; then
+  for i in "${!labels[@]}"; do
+    [ "$i" -eq 0 ] && continue  # A is the tree as it is
+    log="$out/ab_tests_${labels[$i]}.txt"
+    if cmake --build "${builds[$i]}" --target ggemm_tests > "$log" 2>&1 &&
+       timeout 300 "${builds[$i]}/tests/ggemm_tests" --gtest_brief=1 >> "$log" 2>&1; then
+      echo "${labels[$i]}: ggemm_tests $(grep -E '^\[  PASSED' "$log")"
+    else
+      echo "${labels[$i]}: ggemm_tests FAILED (see $log)"; grep -E '^\[  FAILED' "$log" | head -5  || true
+    fi
+  done
+fi
