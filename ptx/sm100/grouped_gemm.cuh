@@ -24,6 +24,9 @@
 //              a time, scale / add / route, store to global memory directly;
 //              then release the accumulator, so the MMAs of the next tile
 //              run into the other buffer while this one drains.
+//   warp 6     one thread walks the tiles and hands each to the roles above
+//              through shared memory (ptx/tile_handoff.h, the sm_90a
+//              kernel's mechanism, measured there).
 //
 // cta_group 2 (CtaGroup = 2, a cluster of two CTAs): the pair walks tiles of
 // 256 weight rows (ptx/cluster_tiles.h). Each CTA loads its own 128
@@ -42,6 +45,7 @@
 #include "../pipeline.h"
 #include "../routing_check.h"
 #include "../routing_prefetch.h"
+#include "../tile_handoff.h"
 #include "../tile_scheduler.h"
 #include "../tma.h"
 #include "../cluster_tiles.h"
@@ -92,6 +96,10 @@ struct GroupedGemmSm100 {
   static_assert(kAccBuffers * TileM <= kTmemColumns && kTmemColumns <= 512, "both accumulators fit in tensor memory");
   static constexpr uint32_t kFeaturesPerBox = 64;  // MN-major weight boxes: 128 bytes of features
   static constexpr uint32_t kEpilogueThreads = 32 * kEpilogueWarps;
+  // Who reads each handed-off tile (ptx/tile_handoff.h): the producer thread,
+  // the MMA thread (only the pair's leader issues MMAs) and every epilogue
+  // thread.
+  GGEMM_DEVICE static uint32_t tile_receivers(uint32_t rank) { return 1 + (rank == 0 ? 1 : 0) + kEpilogueThreads; }
 
   using Pipeline = RingPosition;
 
@@ -137,6 +145,7 @@ struct GroupedGemmSm100 {
         ptx::mbarrier_init(&b.acc_full[i], 1);                  // tcgen05.commit after a tile's MMAs
         ptx::mbarrier_init(&b.acc_empty[i], kEpilogueThreads * CtaGroup);  // every epilogue thread of the pair
       }
+      TileHandoff::init(handoff_region(), tile_receivers(rank));
       ptx::fence_mbarrier_init();
     }
     if (warp == 1) {
@@ -164,6 +173,8 @@ struct GroupedGemmSm100 {
       if (ptx::elect_one_sync()) produce(p, smem, layout, b, rank);
     } else if (warp == kMmaWarp) {
       if (rank == 0 && ptx::elect_one_sync()) issue_mmas(p, smem, layout, b, tmem_base);
+    } else if (warp == kWalkerWarp) {
+      if (ptx::elect_one_sync()) walk_tiles(p);
     } else {
       drain(p, b, tmem_base, warp % 4, rank);
     }
@@ -192,6 +203,35 @@ struct GroupedGemmSm100 {
   // This CTA's (or pair's) tiles: the linear indices of its cluster.
   GGEMM_DEVICE static ClusterWalk walk() { return cluster_walk(blockIdx.x, gridDim.x, CtaGroup); }
 
+  // The tile handoff's shared memory (kStaticSmemBytes, smem_layout.h).
+  GGEMM_DEVICE static uint8_t *handoff_region() {
+    __shared__ alignas(16) uint8_t region[kTileHandoffBytes];
+    return region;
+  }
+
+  // ---- tile walker: one thread of warp 6 (as on sm_90a) ----------------------
+  // The only role that walks the tiles; the others read the pair tiles from
+  // the handoff (each CTA of a pair walks the same ones).
+  GGEMM_DEVICE static void walk_tiles(const GroupedGemmParams &p) {
+    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
+    const ClusterWalk w = walk();
+    TileHandoff handoff;
+    GroupedTile pair;
+    for (uint64_t t = w.first; sched.next(t, &pair); t += w.stride)
+      handoff.publish(handoff_region(), pair, uint32_t(t));
+    handoff.finish(handoff_region());
+  }
+
+  // The next pair tile from the walker, its slot freed at once; false at the
+  // end.
+  GGEMM_DEVICE static bool next_tile(TileHandoff &handoff, GroupedTile *tile) {
+    const TileSlot &slot = handoff.wait(handoff_region());
+    *tile = slot.tile;
+    if (tile->rows == 0) return false;  // the end: never reused, nothing to release
+    handoff.release(handoff_region());
+    return true;
+  }
+
   // ---- producer: one thread (the sm_90a producer's loads) --------------------
   // One TMA load into this CTA's shared memory, completing on the full
   // barrier of the MMA's CTA: this one, or the pair's leader.
@@ -219,11 +259,10 @@ struct GroupedGemmSm100 {
     const uint32_t weights_bytes =
         Layout == WeightLayout::kKMajor ? p.weights_box_rows * p.swizzle_bytes : layout.weights_stage_bytes;
     const uint32_t stage_bytes = CtaGroup * (weights_bytes + layout.tokens_stage_bytes);
-    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
-    const ClusterWalk w = walk();
+    TileHandoff handoff;
     Pipeline pipe;
     GroupedTile pair;
-    for (uint64_t t = w.first; sched.next(t, &pair); t += w.stride) {
+    while (next_tile(handoff, &pair)) {
       if (pair.expert < 0) continue;  // inactive group: nothing to load
       // This CTA's 128 weight rows (zero-filled past N by the 3-D map) and
       // its share of the tokens (rows past the group are computed, never stored).
@@ -280,11 +319,10 @@ struct GroupedGemmSm100 {
     const uint32_t tile_k = p.swizzle_bytes / 2;
     const uint32_t k_iters = (p.k + tile_k - 1) / tile_k;
     const uint32_t idesc = instr_desc();
-    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
-    const ClusterWalk w = walk();
+    TileHandoff handoff;
     Pipeline pipe, acc;  // acc.stage: which accumulator; acc.phase: its use count's parity
     GroupedTile tile;
-    for (uint64_t t = w.first; sched.next(t, &tile); t += w.stride) {
+    while (next_tile(handoff, &tile)) {
       if (tile.expert < 0) continue;  // inactive: the epilogue writes zeros without an accumulator
       // The epilogue has drained this accumulator (a fresh one counts as drained).
       ptx::mbarrier_wait_parity(&b.acc_empty[acc.stage], acc.phase ^ 1);
@@ -317,11 +355,10 @@ struct GroupedGemmSm100 {
     const uint32_t row_in_tile = 32 * q + lane;
     const bool accumulate = p.epilogue == kEpilogueAccumulate;
     const bool scale_rows = p.epilogue == kEpilogueRowScale;
-    GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
-    const ClusterWalk w = walk();
+    TileHandoff handoff;
     Pipeline acc;
     GroupedTile pair;
-    for (uint64_t t = w.first; sched.next(t, &pair); t += w.stride) {
+    while (next_tile(handoff, &pair)) {
       const GroupedTile tile = cta_share(pair, rank);  // this CTA's 128 rows of the pair tile
       const bool active = tile.expert >= 0;
       if (!active && accumulate) continue;  // C += 0

@@ -5,17 +5,20 @@
 #include <cstdint>
 
 #include "../arch.h"
+#include "../tile_handoff.h"
 
 namespace ggemm::sm100 {
 
 // Roles, one warp each except the epilogue: warp 0 issues the TMA loads,
 // warp 1 allocates tensor memory and issues tcgen05.mma, warps 2..5 (one per
-// 32-lane quarter of tensor memory) run the epilogue.
+// 32-lane quarter of tensor memory) run the epilogue, and warp 6 walks the
+// tiles for the others (ptx/tile_handoff.h, as on sm_90a).
 constexpr uint32_t kProducerWarp = 0;
 constexpr uint32_t kMmaWarp = 1;
 constexpr uint32_t kFirstEpilogueWarp = 2;
 constexpr uint32_t kEpilogueWarps = 4;
-constexpr uint32_t kThreads = 32 * (kFirstEpilogueWarp + kEpilogueWarps);  // 192
+constexpr uint32_t kWalkerWarp = kFirstEpilogueWarp + kEpilogueWarps;  // 6
+constexpr uint32_t kThreads = 32 * (kWalkerWarp + 1);                  // 224
 
 constexpr uint32_t kTileN = 128;       // weight rows per tile: the MMA's M, one tensor-memory lane each
 constexpr uint32_t kAccBuffers = 2;    // accumulators in tensor memory: the epilogue of one tile
@@ -60,13 +63,17 @@ GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_
   return SmemLayout{kTileN * swizzle_bytes, tile_m / cta_group * swizzle_bytes, stages};
 }
 
-// The deepest pipeline that fits in `smem_optin` bytes, capped at
-// kMaxStages; 0 if not even one fits.
+// Static shared memory of every sm_100a kernel, beside the dynamic layout:
+// the tile handoff, as on sm_90a. It counts against the opt-in limit.
+constexpr uint32_t kStaticSmemBytes = kTileHandoffBytes;
+
+// The deepest pipeline that fits in `smem_optin` bytes (static and dynamic),
+// capped at kMaxStages; 0 if not even one fits.
 constexpr uint32_t kMaxStages = 32;
 GGEMM_HOST_DEVICE constexpr uint32_t max_stages(uint32_t tile_m, uint32_t swizzle_bytes, uint32_t smem_optin,
                                                 uint32_t cta_group = 1) {
   const SmemLayout none = make_smem_layout(tile_m, swizzle_bytes, 0, cta_group);
-  const uint32_t fixed = none.total_bytes();
+  const uint32_t fixed = none.total_bytes() + kStaticSmemBytes;
   const uint32_t per_stage = none.weights_stage_bytes + none.tokens_stage_bytes + 16;
   if (smem_optin < fixed + per_stage) return 0;
   const uint32_t s = (smem_optin - fixed) / per_stage;
