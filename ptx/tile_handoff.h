@@ -42,19 +42,20 @@ static_assert(sizeof(TileSlot) == 32, "two 16-byte words");
 constexpr uint32_t kTileHandoffBytes = kTileSlots * (2 * 8 + sizeof(TileSlot));
 
 #if defined(__CUDACC__)
-// A role's position in the ring (a count of the tiles passed). The region (kTileHandoffBytes of shared
-// memory, 16-byte aligned) comes with each call instead of living in the
-// object: the kernels compute it from their shared-memory base when needed,
-// and no register holds its address through a tile (the consumers at
-// tile_m 256 have none to spare).
+// A role's position in the ring (a count of the tiles passed). The region
+// (kTileHandoffBytes of shared memory, 16-byte aligned) comes with each call
+// instead of living in the object: the kernels keep it in static shared
+// memory, addressed by immediates, so no register holds its address through
+// a tile (the consumers at tile_m 256 have none to spare).
 class TileHandoff {
  public:
   // One thread, with the kernel's other barrier inits (before its fence and
   // the CTA-wide sync that publish them).
-  GGEMM_DEVICE static void init(uint8_t *region, uint32_t consumer_threads) {
+  // `receivers`: the threads that release each slot.
+  GGEMM_DEVICE static void init(uint8_t *region, uint32_t receivers) {
     for (uint32_t s = 0; s < kTileSlots; ++s) {
       ptx::mbarrier_init(full(region, s), 1);
-      ptx::mbarrier_init(empty(region, s), consumer_threads);
+      ptx::mbarrier_init(empty(region, s), receivers);
     }
   }
 
@@ -85,6 +86,17 @@ class TileHandoff {
   GGEMM_DEVICE void release(uint8_t *region) {
     ptx::mbarrier_arrive(empty(region, slot_index()));
     ++count_;
+  }
+
+  // Receiver that copies the tile and frees its slot at once: the next tile
+  // and its index, or false at the end.
+  GGEMM_DEVICE bool take(uint8_t *region, GroupedTile *t, uint32_t *index) {
+    const TileSlot &slot = wait(region);
+    *t = slot.tile;
+    *index = slot.index;
+    if (t->rows == 0) return false;  // the end: never reused, nothing to release
+    release(region);
+    return true;
   }
 
  private:

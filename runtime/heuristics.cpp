@@ -93,7 +93,7 @@ uint32_t size_tile_m(const ArchRules &r, const GroupedShape &s, int64_t max_rows
   // row (largest group 33x the average) 128 ran 431 us against 455 for 256,
   // while on balanced rows 256 wins (NOTES v0.3, v0.10). Without a bound
   // (max_rows is M) nothing is known of the skew: the average decides.
-  const bool skewed = s.max_rows_per_group > 0 && s.max_rows_per_group < s.m && max_rows > 4 * avg_rows;
+  const bool skewed = max_rows < s.m && max_rows > 4 * avg_rows;
   return avg_rows >= 256 && tile256_ok && !skewed ? 256 : 128;
 }
 

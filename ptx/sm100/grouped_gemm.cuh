@@ -225,11 +225,8 @@ struct GroupedGemmSm100 {
   // The next pair tile from the walker, its slot freed at once; false at the
   // end.
   GGEMM_DEVICE static bool next_tile(TileHandoff &handoff, GroupedTile *tile) {
-    const TileSlot &slot = handoff.wait(handoff_region());
-    *tile = slot.tile;
-    if (tile->rows == 0) return false;  // the end: never reused, nothing to release
-    handoff.release(handoff_region());
-    return true;
+    uint32_t index;  // for traces; sm_100a has none
+    return handoff.take(handoff_region(), tile, &index);
   }
 
   // ---- producer: one thread (the sm_90a producer's loads) --------------------

@@ -244,12 +244,10 @@ struct GroupedGemmSm90 {
     Pipeline pipe;
     TraceWriter trace(trace_buffer(p), 0);
     trace.record_with_time(kTraceStart, 0);
-    for (;;) {
-      const TileSlot &slot = handoff.wait(handoff_region());
-      const GroupedTile tile = slot.tile;  // this CTA's share of the pair tile
-      if (tile.rows == 0) break;           // the end
-      trace.record(kTraceTile, slot.index);
-      handoff.release(handoff_region());
+    GroupedTile tile;  // this CTA's share of the pair tile
+    uint32_t index;
+    while (handoff.take(handoff_region(), &tile, &index)) {
+      trace.record(kTraceTile, index);
       if (tile.expert < 0) continue;  // inactive group: nothing to load
       // This CTA's token rows: all of them, or its half of the pair's.
       const int32_t token_row =
