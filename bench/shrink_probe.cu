@@ -95,17 +95,11 @@ __global__ void __launch_bounds__(64, 1) shrink_probe_kernel(const __grid_consta
 
 decltype(&cuTensorMapEncodeTiled) encode_tiled = nullptr;
 
-// The kernels' K-sliced view of a bf16 [rows, kK] tensor: {64, rows, kK / 64},
-// a row kK * 2 bytes apart, a slice 128; boxes {64, box_rows, kSlices}.
+// A [rows, kK] tensor in the kernels' K-sliced view, boxes of box_rows rows
+// by kSlices slices.
 CUtensorMap sliced_map(const void *base, int rows, int box_rows) {
   CUtensorMap map;
-  const cuuint64_t dims[3] = {64, cuuint64_t(rows), kK / 64};
-  const cuuint64_t strides[2] = {kK * 2, 128};
-  const cuuint32_t box[3] = {64, cuuint32_t(box_rows), kSlices};
-  const cuuint32_t elem[3] = {1, 1, 1};
-  const CUresult r = encode_tiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims, strides,
-                                  box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode_k_sliced_bf16(encode_tiled, &map, base, uint64_t(rows), kK, uint32_t(box_rows), kSlices);
   if (r != CUDA_SUCCESS) {
     std::fprintf(stderr, "tensor map refused: CUresult %d\n", int(r));
     std::exit(1);

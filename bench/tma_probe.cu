@@ -113,14 +113,7 @@ bool encode(const void *base, int rows, int spans, CUtensorMap *map) {
                                box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   } else {
-    // {64 elements, rows, K / 64 slices}: a row is K * 2 bytes, a slice 128.
-    const cuuint64_t dims[3] = {64, kRows, kK / 64};
-    const cuuint64_t strides[2] = {kK * 2, 128};
-    const cuuint32_t box[3] = {64, cuuint32_t(rows), cuuint32_t(spans)};
-    const cuuint32_t elem[3] = {1, 1, 1};
-    r = encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims, strides,
-                               box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    r = encode_k_sliced_bf16(encode_tiled, map, base, kRows, kK, uint32_t(rows), uint32_t(spans));
   }
   if (r != CUDA_SUCCESS) {
     std::printf("  (tensor map R %d S %d refused: CUresult %d)\n", rows, spans, int(r));
