@@ -193,6 +193,28 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   return GGEMM_STATUS_SUCCESS;
 }
 
+// Operands of a few MB are staged in L2 at kernel start (ptx/l2_prefetch.h):
+// decode activations, LoRA weights and activations. Larger ones are streamed
+// by the tiles themselves (prefill: the tile order keeps them in L2 as they
+// are reused); 8 MiB is a sixth of the H200's L2. Each CTA's share goes
+// through its SM's TMA unit ahead of the CTA's own first loads, so an operand
+// is prefetched only when the shares are short (a few stages): the decode
+// shrink's 8 CTAs would each queue 440 KB and lost 0.6 us (NOTES v0.12).
+void set_l2_prefetch(const GroupedLaunch &a, int64_t grid, GroupedGemmParams *p) {
+  constexpr uint64_t kL2PrefetchMaxBytes = uint64_t(8) << 20;
+  constexpr uint64_t kL2PrefetchMaxShareBytes = uint64_t(64) << 10;
+  const uint64_t in_bytes = dtype_bytes(a.in_dtype);
+  const uint64_t operand_bytes[2] = {uint64_t(a.a_rows) * uint64_t(a.k) * in_bytes,
+                                     uint64_t(a.num_experts) * uint64_t(a.n) * uint64_t(a.k) * in_bytes};
+  const void *const operands[2] = {a.a, a.b};
+  for (int i = 0; i < 2; ++i) {
+    const bool small = operand_bytes[i] <= kL2PrefetchMaxBytes;
+    const bool short_shares = operand_bytes[i] <= kL2PrefetchMaxShareBytes * uint64_t(grid);
+    p->l2_prefetch[i] = small && short_shares ? operands[i] : nullptr;
+    p->l2_prefetch_bytes[i] = small && short_shares ? operand_bytes[i] : 0;
+  }
+}
+
 }  // namespace
 
 ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
@@ -259,19 +281,20 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(max_clusters, row_blocks * pair_col_blocks));
   const int64_t grid = clusters * k.cluster_size;
   lc.gridDimX = uint32_t(grid);
+  set_l2_prefetch(a, grid, &p);
 
   if (debug_enabled()) {
     std::fprintf(stderr,
                  "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | "
                  "%s kernel %s | tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u | grid %lld x "
-                 "%u threads (clusters of %u), %u B smem\n",
+                 "%u threads (clusters of %u), %u B smem | L2 prefetch: activations %llu B, weights %llu B\n",
                  a.op, (long long)a.m, (long long)a.n, (long long)a.k, (long long)a.num_experts,
                  (long long)a.num_groups, dtype_name(a.in_dtype), dtype_name(a.out_dtype),
                  a.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)a.split0, (long long)a.split1,
                  a.a_planes ? " planes" : "", k.arch, k.name.c_str(), k.tile_m, k.tile_n, k.swizzle_bytes / 2,
                  k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes, k.staging_buffers, (long long)grid,
-                 k.threads, k.cluster_size,
-                 k.smem_bytes);
+                 k.threads, k.cluster_size, k.smem_bytes, (unsigned long long)p.l2_prefetch_bytes[0],
+                 (unsigned long long)p.l2_prefetch_bytes[1]);
   }
 
 #if GGEMM_TRACE

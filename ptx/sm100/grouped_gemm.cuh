@@ -41,6 +41,7 @@
 
 #include "../cluster.h"
 #include "../grouped_params.h"
+#include "../l2_prefetch.h"
 #include "../mbarrier.h"
 #include "../pipeline.h"
 #include "../routing_check.h"
@@ -136,6 +137,9 @@ struct GroupedGemmSm100 {
     const uint32_t warp = threadIdx.x / 32;
     const uint32_t rank = CtaGroup == 2 ? ptx::cluster_ctarank() : 0;
 
+    // First of all: small operands on their way into L2, as on sm_90a (the
+    // walker's warp has nothing else to do before the roles split).
+    if (threadIdx.x == kWalkerWarp * 32) ptx::prefetch_small_operands(p);
     if (threadIdx.x == 0) {
       for (uint32_t s = 0; s < p.stages; ++s) {
         ptx::mbarrier_init(&b.full[s], 1);   // the producer's expect_tx

@@ -33,6 +33,7 @@
 #include "../cluster.h"
 #include "../cluster_tiles.h"
 #include "../grouped_params.h"
+#include "../l2_prefetch.h"
 #include "../mbarrier.h"
 #include "../pipeline.h"
 #include "../routing_check.h"
@@ -119,6 +120,9 @@ struct GroupedGemmSm90 {
     uint64_t *c_loaded = empty + p.stages;  // [kConsumerWarpgroups]
 
     const uint32_t warpgroup = threadIdx.x / 128;
+    // First of all: small operands on their way into L2 (warp 3 has nothing
+    // else to do before the roles split).
+    if (threadIdx.x == 96) ptx::prefetch_small_operands(p);
     if (threadIdx.x == 0) {
       for (uint32_t s = 0; s < p.stages; ++s) {
         ptx::mbarrier_init(&full[s], 1);                                // the producer's expect_tx
