@@ -29,6 +29,19 @@ GGEMM_HOST_DEVICE constexpr void l2_prefetch_share(uint64_t total, uint32_t cta,
   *bytes = b < whole ? uint32_t(whole - b < share ? whole - b : share) : 0;
 }
 
+// Whether the runtime stages an operand of `total` bytes in L2 for a grid of
+// `ctas`: only a few MB (8 MiB, a sixth of the H200's L2; larger operands are
+// streamed by the tiles themselves, and prefill's tile order keeps them in L2
+// as they are reused), and only in short shares (64 KB, a few stages): a
+// CTA's share goes through its SM's TMA unit ahead of the CTA's own first
+// loads: the decode shrink's 8 CTAs, each queueing 384 KB of weights and
+// 64 KB of activations, lost 0.6 us (NOTES v0.12; now only the activations).
+constexpr uint64_t kL2PrefetchMaxBytes = uint64_t(8) << 20;
+constexpr uint64_t kL2PrefetchMaxShareBytes = uint64_t(64) << 10;
+GGEMM_HOST_DEVICE constexpr bool l2_prefetch_worthwhile(uint64_t total, uint32_t ctas) {
+  return total <= kL2PrefetchMaxBytes && total <= kL2PrefetchMaxShareBytes * ctas;
+}
+
 #if defined(__CUDACC__)
 namespace ptx {
 // One thread per CTA.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ptx/grouped_params.h"
+#include "ptx/l2_prefetch.h"
 #include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/smem_layout.h"
 #include "runtime/debug.h"
@@ -193,25 +194,17 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   return GGEMM_STATUS_SUCCESS;
 }
 
-// Operands of a few MB are staged in L2 at kernel start (ptx/l2_prefetch.h):
-// decode activations, LoRA weights and activations. Larger ones are streamed
-// by the tiles themselves (prefill: the tile order keeps them in L2 as they
-// are reused); 8 MiB is a sixth of the H200's L2. Each CTA's share goes
-// through its SM's TMA unit ahead of the CTA's own first loads, so an operand
-// is prefetched only when the shares are short (a few stages): the decode
-// shrink's 8 CTAs would each queue 440 KB and lost 0.6 us (NOTES v0.12).
+// Small operands staged in L2 at kernel start (ptx/l2_prefetch.h; which
+// ones: l2_prefetch_worthwhile).
 void set_l2_prefetch(const GroupedLaunch &a, int64_t grid, GroupedGemmParams *p) {
-  constexpr uint64_t kL2PrefetchMaxBytes = uint64_t(8) << 20;
-  constexpr uint64_t kL2PrefetchMaxShareBytes = uint64_t(64) << 10;
   const uint64_t in_bytes = dtype_bytes(a.in_dtype);
   const uint64_t operand_bytes[2] = {uint64_t(a.a_rows) * uint64_t(a.k) * in_bytes,
                                      uint64_t(a.num_experts) * uint64_t(a.n) * uint64_t(a.k) * in_bytes};
   const void *const operands[2] = {a.a, a.b};
   for (int i = 0; i < 2; ++i) {
-    const bool small = operand_bytes[i] <= kL2PrefetchMaxBytes;
-    const bool short_shares = operand_bytes[i] <= kL2PrefetchMaxShareBytes * uint64_t(grid);
-    p->l2_prefetch[i] = small && short_shares ? operands[i] : nullptr;
-    p->l2_prefetch_bytes[i] = small && short_shares ? operand_bytes[i] : 0;
+    const bool prefetch = l2_prefetch_worthwhile(operand_bytes[i], uint32_t(grid));
+    p->l2_prefetch[i] = prefetch ? operands[i] : nullptr;
+    p->l2_prefetch_bytes[i] = prefetch ? operand_bytes[i] : 0;
   }
 }
 

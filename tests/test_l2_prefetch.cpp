@@ -1,6 +1,6 @@
-// The shares of an operand that the CTAs of a launch prefetch into L2
-// (ptx/l2_prefetch.h): together exactly the operand's bytes rounded down to
-// 16, disjoint, 16-byte aligned, none past the end.
+// The L2 prefetch of small operands (ptx/l2_prefetch.h): the shares the CTAs
+// of a launch prefetch (together exactly the operand's bytes rounded down to
+// 16, disjoint, 16-byte aligned, none past the end), and which operands.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -29,6 +29,22 @@ TEST(L2PrefetchShare, CoversTheOperandOnceInAlignedShares) {
       }
       EXPECT_EQ(next, total / 16 * 16);
     }
+}
+
+// Which operands are staged: a few MB in short shares. The figures are the
+// benchmark's (NOTES v0.12): the LoRA expand's weights (1.5 MB over 132
+// CTAs) yes; the decode shrink's (3 MB over 8 CTAs: 384 KB shares) no; the
+// R 64 shrink's 12 MB weights and every prefill operand no.
+TEST(L2PrefetchWorthwhile, SmallOperandsInShortSharesOnly) {
+  EXPECT_TRUE(l2_prefetch_worthwhile(1572864, 132));
+  EXPECT_TRUE(l2_prefetch_worthwhile(3145728, 128));
+  EXPECT_FALSE(l2_prefetch_worthwhile(3145728, 8));
+  EXPECT_FALSE(l2_prefetch_worthwhile(uint64_t(12) << 20, 132));
+  EXPECT_TRUE(l2_prefetch_worthwhile(kL2PrefetchMaxBytes, 128));
+  EXPECT_FALSE(l2_prefetch_worthwhile(kL2PrefetchMaxBytes + 16, 1000));
+  EXPECT_TRUE(l2_prefetch_worthwhile(kL2PrefetchMaxShareBytes, 1));
+  EXPECT_FALSE(l2_prefetch_worthwhile(kL2PrefetchMaxShareBytes + 16, 1));
+  EXPECT_TRUE(l2_prefetch_worthwhile(0, 1));
 }
 
 }  // namespace
