@@ -1,21 +1,25 @@
-// shrink_probe: what holds the LoRA shrink's stages back (NOTES v0.11, Next
-// item 3). The M 4096, R 16 shrink runs 128 CTAs, each streaming its 32
-// token rows of X [4096, 4096] (from DRAM) and its adapter's 48 weight rows
-// of W [8 x 48, 4096] (the same rows for the 16 CTAs of an adapter: L2 after
-// the first) through a ring of 10 stages of two 64-wide K slices per box,
-// one X box and one W box a stage. ncu saw neither DRAM (45%) nor L2 (51%)
-// busy and ~40 GB/s per SM, where bench/tma_probe.cu's one-box stages from
-// L2 ran at 91 GB/s per SM. This probe streams exactly those stages with no
-// compute, and takes them apart:
-//   x        the X box alone (each CTA its own rows: DRAM)
-//   w        the W box alone (16 CTAs per adapter's rows: L2 after the first)
-//   w own    the W box alone, each CTA its own rows (DRAM, no sharing)
-//   x+w      both boxes, one stage (the shrink's pattern)
-//   x+w own  both, each CTA its own W rows
-// each cold (L2 overwritten before the launch, as the benchmark harness
-// does) and warm (the same launch again right after). One CTA per SM of the
-// launch, a producer thread issuing, a consumer thread freeing each stage as
-// it lands; median CTA.
+// shrink_probe: what holds the LoRA shrink's stages back, and which stage
+// shape streams its bytes fastest (NOTES v0.11 item 3, v0.12).
+//
+// The M 4096, R 16 shrink runs 128 CTAs, each streaming its 32 token rows of
+// X [4096, 4096] (from DRAM) and its adapter's 48 weight rows of W
+// [8 x 48, 4096] (the same rows for the 16 CTAs of an adapter: L2 after the
+// first), one X box and one W box of two 64-wide K slices a stage, through a
+// ring of 7 stages. v0.11's run of this probe (ring 10) streamed those
+// stages, with no compute at all, at 391 ns each cold: the kernel's own
+// stage period (the trace: ~395 ns). So the shrink is as fast as its loads
+// stream, and the question is what streams them faster. X from DRAM is the
+// slow part (8 KB boxes: 358 ns a stage alone, 159 warm).
+//
+// Each row of the table is one launch shape, timed cold (L2 overwritten
+// before the launch, as the benchmark harness does) and warm (the same
+// launch once more right before): the stage's boxes (token rows x slices,
+// with or without the W box), the ring depth, the CTAs (a K split of 2 gives
+// 64-row tiles 128 CTAs), each CTA's own W rows or its adapter's, and the
+// X map's L2 promotion. The rows vary one thing at a time from the kernel's
+// shape: X box bytes at a fixed ~80 KB in flight, bytes in flight at a fixed
+// box, then the kernel's alternatives. One producer thread issues, one
+// consumer thread frees each stage as it lands; median CTA.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -I. bench/shrink_probe.cu -o shrink_probe && ./shrink_probe
 //   (scripts/h200_probe.sh shrink does this on the lent H200)
@@ -35,18 +39,27 @@
 
 namespace {
 
-constexpr int kM = 4096, kK = 4096;            // X [kM, kK] bf16: 32 MB
-constexpr int kAdapters = 8, kWRows = 48;      // W [kAdapters * kWRows, kK]: 3 MB
-constexpr int kTokenRows = 32, kSlices = 2;    // the shrink's box: 32 or 48 rows x 2 slices of 64
-constexpr int kCtas = kM / kTokenRows;         // 128
-constexpr int kCtasPerAdapter = kCtas / kAdapters;
-constexpr int kStages = 10;
-constexpr int kIters = kK / (64 * kSlices);    // stages per CTA: K walked once
-constexpr uint32_t kXBox = kTokenRows * 128 * kSlices, kWBox = kWRows * 128 * kSlices;
+constexpr int kM = 4096, kK = 4096;        // X [kM, kK] bf16: 32 MB
+constexpr int kAdapters = 8, kWRows = 48;  // W [kAdapters * kWRows, kK]: 3 MB (R 16: 3R rows)
+constexpr int kMaxCtas = 256;
+constexpr int kMaxStages = 32;
 
-struct Args {
+// One launch shape.
+struct Shape {
+  const char *name;
+  int token_rows;  // X box rows (a CTA's tokens)
+  int slices;      // 64-wide K slices per box
+  int stages;      // ring depth
   int load_x, load_w;
-  int own_w;  // 1: CTA b reads W rows of "adapter" b (a [kCtas * 48, kK] tensor), not b / 16's
+  int own_w;       // 1: each CTA its own W rows (no sharing), else its adapter's
+  int k_split;     // CTAs per token tile, each a K range
+  CUtensorMapL2promotion x_promotion;
+};
+
+// Kernel arguments derived from a Shape.
+struct Args {
+  int stages, slices, iters, k_split, ctas_per_adapter, token_rows, own_w;
+  uint32_t x_box, w_box;  // bytes; 0 = not loaded
 };
 
 __global__ void __launch_bounds__(64, 1) shrink_probe_kernel(const __grid_constant__ CUtensorMap x_map,
@@ -54,11 +67,11 @@ __global__ void __launch_bounds__(64, 1) shrink_probe_kernel(const __grid_consta
                                                             unsigned long long *ns_per_cta) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  constexpr uint32_t kStageBytes = kXBox + kWBox;  // both slots, whichever are loaded
-  uint64_t *full = reinterpret_cast<uint64_t *>(smem + kStages * kStageBytes);
-  uint64_t *empty = full + kStages;
+  const uint32_t stage_bytes = a.x_box + a.w_box;  // multiples of 1024 (16 rows x 128 B at least)
+  uint64_t *full = reinterpret_cast<uint64_t *>(smem + a.stages * stage_bytes);
+  uint64_t *empty = full + a.stages;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < a.stages; ++s) {
       ggemm::ptx::mbarrier_init(&full[s], 1);
       ggemm::ptx::mbarrier_init(&empty[s], 1);
     }
@@ -67,25 +80,27 @@ __global__ void __launch_bounds__(64, 1) shrink_probe_kernel(const __grid_consta
     ggemm::ptx::prefetch_tensormap(&w_map);
   }
   __syncthreads();
-  const uint32_t bytes = (a.load_x ? kXBox : 0) + (a.load_w ? kWBox : 0);
-  const int x_row = int(blockIdx.x) * kTokenRows;
-  const int w_row = (a.own_w ? int(blockIdx.x) : int(blockIdx.x) / kCtasPerAdapter) * kWRows;
+  const int tile = int(blockIdx.x) / a.k_split;
+  const int first_slice = int(blockIdx.x) % a.k_split * a.iters * a.slices;
+  const int x_row = tile * a.token_rows;
+  const int w_row = (a.own_w ? int(blockIdx.x) : int(blockIdx.x) / a.ctas_per_adapter) * kWRows;
   if (threadIdx.x == 0) {
-    for (int i = 0; i < kIters; ++i) {
-      const int s = i % kStages;
-      ggemm::ptx::mbarrier_wait_parity(&empty[s], ((i / kStages) & 1) ^ 1);
-      ggemm::ptx::mbarrier_arrive_expect_tx(&full[s], bytes);
-      uint8_t *stage = smem + s * kStageBytes;
+    for (int i = 0; i < a.iters; ++i) {
+      const int s = i % a.stages;
+      ggemm::ptx::mbarrier_wait_parity(&empty[s], ((i / a.stages) & 1) ^ 1);
+      ggemm::ptx::mbarrier_arrive_expect_tx(&full[s], stage_bytes);
+      uint8_t *stage = smem + s * stage_bytes;
       // 3-D views {64, rows, K / 64}: coordinates (0, row, first slice).
-      if (a.load_x) ggemm::ptx::tma_load_3d(stage, &x_map, &full[s], 0, x_row, i * kSlices);
-      if (a.load_w) ggemm::ptx::tma_load_3d(stage + kXBox, &w_map, &full[s], 0, w_row, i * kSlices);
+      const int slice = first_slice + i * a.slices;
+      if (a.x_box) ggemm::ptx::tma_load_3d(stage, &x_map, &full[s], 0, x_row, slice);
+      if (a.w_box) ggemm::ptx::tma_load_3d(stage + a.x_box, &w_map, &full[s], 0, w_row, slice);
     }
   } else if (threadIdx.x == 32) {
     uint64_t start, end;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    for (int i = 0; i < kIters; ++i) {
-      const int s = i % kStages;
-      ggemm::ptx::mbarrier_wait_parity(&full[s], (i / kStages) & 1);
+    for (int i = 0; i < a.iters; ++i) {
+      const int s = i % a.stages;
+      ggemm::ptx::mbarrier_wait_parity(&full[s], (i / a.stages) & 1);
       ggemm::ptx::mbarrier_arrive(&empty[s]);
     }
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(end));
@@ -95,16 +110,27 @@ __global__ void __launch_bounds__(64, 1) shrink_probe_kernel(const __grid_consta
 
 decltype(&cuTensorMapEncodeTiled) encode_tiled = nullptr;
 
-// A [rows, kK] tensor in the kernels' K-sliced view, boxes of box_rows rows
-// by kSlices slices.
-CUtensorMap sliced_map(const void *base, int rows, int box_rows) {
+// A [rows, kK] bf16 tensor in the kernels' K-sliced view {64, rows, K / 64},
+// boxes of box_rows rows by `slices` slices.
+CUtensorMap sliced_map(const void *base, int rows, int box_rows, int slices, CUtensorMapL2promotion promotion) {
   CUtensorMap map;
-  const CUresult r = encode_k_sliced_bf16(encode_tiled, &map, base, uint64_t(rows), kK, uint32_t(box_rows), kSlices);
+  const CUresult r =
+      encode_k_sliced_bf16(encode_tiled, &map, base, uint64_t(rows), kK, uint32_t(box_rows), uint32_t(slices), promotion);
   if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "tensor map refused: CUresult %d\n", int(r));
+    std::fprintf(stderr, "tensor map refused (%d rows, box %d x %d slices): CUresult %d\n", rows, box_rows, slices,
+                 int(r));
     std::exit(1);
   }
   return map;
+}
+
+const char *promotion_name(CUtensorMapL2promotion p) {
+  switch (p) {
+    case CU_TENSOR_MAP_L2_PROMOTION_NONE: return "none";
+    case CU_TENSOR_MAP_L2_PROMOTION_L2_64B: return "64B";
+    case CU_TENSOR_MAP_L2_PROMOTION_L2_128B: return "128B";
+    default: return "256B";
+  }
 }
 
 }  // namespace
@@ -114,54 +140,91 @@ int main() {
   encode_tiled = tensor_map_encoder("shrink_probe");
   void *x = nullptr, *w = nullptr, *flush = nullptr;
   unsigned long long *d_ns = nullptr;
-  const size_t x_bytes = size_t(kM) * kK * 2, w_bytes = size_t(kCtas) * kWRows * kK * 2;  // W: room for own rows
+  const size_t x_bytes = size_t(kM) * kK * 2, w_bytes = size_t(kMaxCtas) * kWRows * kK * 2;  // W: room for own rows
   const size_t flush_bytes = 2 * size_t(prop.l2CacheSize);
   PROBE_CHECK_CUDA(cudaMalloc(&x, x_bytes));
   PROBE_CHECK_CUDA(cudaMalloc(&w, w_bytes));
   PROBE_CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
   PROBE_CHECK_CUDA(cudaMemset(x, 0x3c, x_bytes));
   PROBE_CHECK_CUDA(cudaMemset(w, 0x3c, w_bytes));
-  PROBE_CHECK_CUDA(cudaMalloc(&d_ns, sizeof(unsigned long long) * kCtas));
-  const CUtensorMap x_map = sliced_map(x, kM, kTokenRows);
-  const CUtensorMap w_map = sliced_map(w, kCtas * kWRows, kWRows);
-  const int smem = int(kStages * (kXBox + kWBox) + 16 * kStages + 2048);
-  PROBE_CHECK_CUDA(cudaFuncSetAttribute(shrink_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  PROBE_CHECK_CUDA(cudaMalloc(&d_ns, sizeof(unsigned long long) * kMaxCtas));
+  const int smem_max = int(prop.sharedMemPerBlockOptin);
+  PROBE_CHECK_CUDA(cudaFuncSetAttribute(shrink_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
 
-  std::printf("shrink_probe on %s: %d CTAs, %d stages of K 128 each (X box %u B, W box %u B), ring %d;\n"
-              "median CTA: ns per stage, GB/s per SM, TB/s over the CTAs\n",
-              prop.name, kCtas, kIters, kXBox, kWBox, kStages);
-  std::printf("boxes     L2     |  ns/stage  GB/s/SM  TB/s all\n");
-  struct Case {
-    const char *name;
-    Args args;
+  constexpr CUtensorMapL2promotion k256 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  const Shape shapes[] = {
+      // The kernel's shape (v0.12: ring 7), and v0.11's ring 10.
+      {"kernel: x+w 32x2", 32, 2, 7, 1, 1, 0, 1, k256},
+      {"x+w 32x2 ring 10", 32, 2, 10, 1, 1, 0, 1, k256},
+      // X alone: box bytes at ~64-80 KB in flight.
+      {"x 32x1 ring 20", 32, 1, 20, 1, 0, 0, 1, k256},
+      {"x 32x2 ring 10", 32, 2, 10, 1, 0, 0, 1, k256},
+      {"x 32x4 ring 5", 32, 4, 5, 1, 0, 0, 1, k256},
+      {"x 32x8 ring 2", 32, 8, 2, 1, 0, 0, 1, k256},
+      // X alone: bytes in flight at 8 KB boxes.
+      {"x 32x2 ring 4", 32, 2, 4, 1, 0, 0, 1, k256},
+      {"x 32x2 ring 7", 32, 2, 7, 1, 0, 0, 1, k256},
+      {"x 32x2 ring 16", 32, 2, 16, 1, 0, 0, 1, k256},
+      {"x 32x2 ring 24", 32, 2, 24, 1, 0, 0, 1, k256},
+      // X alone: L2 promotion.
+      {"x 32x2 ring 10 prom", 32, 2, 10, 1, 0, 0, 1, CU_TENSOR_MAP_L2_PROMOTION_NONE},
+      {"x 32x2 ring 10 prom", 32, 2, 10, 1, 0, 0, 1, CU_TENSOR_MAP_L2_PROMOTION_L2_128B},
+      // The kernel's alternatives: 4 slices; 64-row tiles split over K.
+      {"x+w 32x4 ring 4", 32, 4, 4, 1, 1, 0, 1, k256},
+      {"x+w 64x2 split 2 r 5", 64, 2, 5, 1, 1, 0, 2, k256},
+      {"x 64x2 split 2 r 10", 64, 2, 10, 1, 0, 0, 2, k256},
+      {"x+w own 32x2 ring 7", 32, 2, 7, 1, 1, 1, 1, k256},
   };
-  const Case cases[] = {{"x", {1, 0, 0}}, {"w", {0, 1, 0}}, {"w own", {0, 1, 1}}, {"x+w", {1, 1, 0}},
-                        {"x+w own", {1, 1, 1}}};
-  for (const Case &c : cases)
+
+  std::printf("shrink_probe on %s: X [%d, %d] and W [%d x %d, %d] bf16, K-sliced boxes (rows x 64-wide slices);\n"
+              "median CTA: ns per stage, GB/s per SM, TB/s over the CTAs\n",
+              prop.name, kM, kK, kAdapters, kWRows, kK);
+  std::printf("%-22s %5s %6s %8s %8s %6s | %8s %7s %7s | %8s %7s %7s\n", "shape", "ctas", "stage", "in fl", "x L2",
+              "iters", "cold ns", "GB/s/SM", "TB/s", "warm ns", "GB/s/SM", "TB/s");
+  for (const Shape &sh : shapes) {
+    Args a{};
+    a.stages = sh.stages, a.slices = sh.slices, a.k_split = sh.k_split, a.token_rows = sh.token_rows,
+    a.own_w = sh.own_w;
+    a.iters = kK / (64 * sh.slices) / sh.k_split;
+    const int ctas = kM / sh.token_rows * sh.k_split;
+    a.ctas_per_adapter = ctas / kAdapters;
+    a.x_box = sh.load_x ? uint32_t(sh.token_rows * 128 * sh.slices) : 0;
+    a.w_box = sh.load_w ? uint32_t(kWRows * 128 * sh.slices) : 0;
+    const uint32_t stage_bytes = a.x_box + a.w_box;
+    const int smem = int(sh.stages * stage_bytes + 16 * sh.stages + 1024);
+    if (ctas > kMaxCtas || sh.stages > kMaxStages || smem > smem_max) {
+      std::printf("%-22s does not fit (%d CTAs, %d B of shared memory)\n", sh.name, ctas, smem);
+      continue;
+    }
+    const CUtensorMap x_map = sliced_map(x, kM, sh.token_rows, sh.slices, sh.x_promotion);
+    const CUtensorMap w_map = sliced_map(w, kMaxCtas * kWRows, kWRows, sh.slices, k256);
+    double stage_ns[2];
     for (bool warm : {false, true}) {
       std::vector<double> medians;
       for (int rep = 0; rep < 3; ++rep) {
         // Cold: L2 overwritten first (leaving dirty lines, as the benchmark
         // harness does); warm: the same launch once more before the timed one.
         if (warm) {
-          shrink_probe_kernel<<<kCtas, 64, smem>>>(x_map, w_map, c.args, d_ns);
+          shrink_probe_kernel<<<ctas, 64, smem>>>(x_map, w_map, a, d_ns);
         } else {
           PROBE_CHECK_CUDA(cudaMemset(flush, rep, flush_bytes));
         }
-        shrink_probe_kernel<<<kCtas, 64, smem>>>(x_map, w_map, c.args, d_ns);
+        shrink_probe_kernel<<<ctas, 64, smem>>>(x_map, w_map, a, d_ns);
         PROBE_CHECK_CUDA(cudaGetLastError());
         PROBE_CHECK_CUDA(cudaDeviceSynchronize());
-        std::vector<unsigned long long> ns(kCtas);
-        PROBE_CHECK_CUDA(cudaMemcpy(ns.data(), d_ns, sizeof(unsigned long long) * kCtas, cudaMemcpyDeviceToHost));
+        std::vector<unsigned long long> ns(ctas);
+        PROBE_CHECK_CUDA(cudaMemcpy(ns.data(), d_ns, sizeof(unsigned long long) * ctas, cudaMemcpyDeviceToHost));
         std::sort(ns.begin(), ns.end());
-        medians.push_back(double(ns[kCtas / 2]));
+        medians.push_back(double(ns[ctas / 2]));
       }
       std::sort(medians.begin(), medians.end());
-      const double median_ns = medians[1];
-      const double bytes = double((c.args.load_x ? kXBox : 0) + (c.args.load_w ? kWBox : 0)) * kIters;
-      std::printf("%-8s  %-5s  | %8.1f  %7.1f  %8.2f\n", c.name, warm ? "warm" : "cold", median_ns / kIters,
-                  bytes / median_ns, bytes / median_ns * kCtas / 1000.0);
+      stage_ns[warm] = medians[1] / a.iters;
     }
+    std::printf("%-22s %5d %5uK %7uK %8s %6d | %8.1f %7.1f %7.2f | %8.1f %7.1f %7.2f\n", sh.name, ctas,
+                stage_bytes / 1024, stage_bytes * sh.stages / 1024, promotion_name(sh.x_promotion), a.iters,
+                stage_ns[0], stage_bytes / stage_ns[0], stage_bytes / stage_ns[0] * ctas / 1000.0, stage_ns[1],
+                stage_bytes / stage_ns[1], stage_bytes / stage_ns[1] * ctas / 1000.0);
+  }
   PROBE_CHECK_CUDA(cudaFree(x));
   PROBE_CHECK_CUDA(cudaFree(w));
   PROBE_CHECK_CUDA(cudaFree(flush));
