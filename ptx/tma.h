@@ -11,8 +11,8 @@
 namespace ggemm::ptx {
 
 // cp.async.bulk.prefetch.L2.global — starts `bytes` (a multiple of 16, from
-// a 16-byte aligned address) on their way into L2; a hint: nothing to wait
-// for, no fault.
+// a 16-byte aligned address, inside an allocation) on their way into L2; a
+// hint that nothing waits for.
 GGEMM_DEVICE void bulk_prefetch_l2(const void *src, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<uint64_t>(src)), "r"(bytes)
                : "memory");
