@@ -301,7 +301,7 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   // chunk with the TMA store of the last. With a long K the memory is worth
   // more as pipeline stages (NOTES v0.3: 3 stages lost to 4).
   const uint32_t tile_k = c.swizzle_bytes / 2;
-  const int64_t k_iters = ((shape.k + tile_k - 1) / tile_k + c.k_slices - 1) / c.k_slices;
+  const int64_t k_iters = sm90::k_stages(uint32_t(shape.k), tile_k, c.k_slices);
   const uint32_t fit2 = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 2,
                                          c.k_slices, c.weights_box_rows);
   if (fit2 >= 2 && k_iters <= int64_t(fit2) && (c.stages == 0 || c.stages <= fit2)) {

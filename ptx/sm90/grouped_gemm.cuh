@@ -239,7 +239,7 @@ struct GroupedGemmSm90 {
   GGEMM_DEVICE static void produce(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
                                    uint64_t *full, uint64_t *empty) {
     const uint32_t tile_k = p.swizzle_bytes / 2;
-    const uint32_t k_iters = ceil_div(ceil_div(p.k, tile_k), k_slices(p));
+    const uint32_t k_iters = k_stages(p.k, tile_k, k_slices(p));
     const uint32_t weights_bytes = Layout == WeightLayout::kKMajor ? k_slices(p) * p.weights_box_rows * p.swizzle_bytes
                                                                    : layout.weights_stage_bytes;
     const uint32_t stage_bytes = weights_bytes + layout.tokens_stage_bytes;
@@ -368,8 +368,8 @@ struct GroupedGemmSm90 {
         return;
       }
     }
-    mainloop<Swizzle, Slices, N>(p, smem, layout, full, empty, cw, ceil_div(ceil_div(p.k, Swizzle / 2), Slices),
-                                 pipe, reinterpret_cast<float(&)[N / 2]>(acc), trace);
+    mainloop<Swizzle, Slices, N>(p, smem, layout, full, empty, cw, k_stages(p.k, Swizzle / 2, Slices), pipe,
+                                 reinterpret_cast<float(&)[N / 2]>(acc), trace);
   }
 
   template <uint32_t Swizzle, uint32_t Slices, int N>

@@ -49,6 +49,14 @@ struct SmemLayout {
   }
 };
 
+// Pipeline stages of one tile's K: slices of tile_k (= swizzle_bytes / 2;
+// the last one zero-filled past K), k_slices to a stage. The runtime sizes
+// the staging buffers by it and the kernel's producer and consumers loop
+// over it.
+GGEMM_HOST_DEVICE constexpr uint32_t k_stages(uint32_t k, uint32_t tile_k, uint32_t k_slices) {
+  return ((k + tile_k - 1) / tile_k + k_slices - 1) / k_slices;
+}
+
 // Tokens the epilogue stages at a time: the whole tile up to 128.
 GGEMM_HOST_DEVICE constexpr uint32_t sm90_epilogue_stage_tokens(uint32_t tile_m) {
   return tile_m < 128 ? tile_m : 128;
