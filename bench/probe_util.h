@@ -1,8 +1,9 @@
 // What the microbenchmarks under bench/ (tma_, mma_, shrink_probe.cu) share:
 // a checked CUDA call, the sm_90 device check that skips elsewhere (exit 77,
-// as ctest's SKIP_RETURN_CODE expects), and the driver's tensor-map encoder
+// as ctest's SKIP_RETURN_CODE expects), the driver's tensor-map encoder
 // through the runtime's entry-point query (so the binary starts, and skips,
-// on a machine with no driver).
+// on a machine with no driver), and the load probes' ring of stages (its
+// barriers, and the timed drain that frees each stage as it lands).
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -10,6 +11,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+
+#include "ptx/mbarrier.h"
 
 #define PROBE_CHECK_CUDA(x)                                                                    \
   do {                                                                                         \
@@ -63,4 +66,29 @@ inline CUresult encode_k_sliced_bf16(decltype(&cuTensorMapEncodeTiled) encode, C
   const cuuint32_t elem[3] = {1, 1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims, strides, box, elem,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+// The load probes' ring: `stages` slots, a full and an empty barrier each
+// (one arrival apiece: the producer's expect_tx, the drain's release). One
+// thread, before the CTA's barrier that publishes them.
+__device__ inline void probe_ring_init(uint64_t *full, uint64_t *empty, int stages) {
+  for (int s = 0; s < stages; ++s) {
+    ggemm::ptx::mbarrier_init(&full[s], 1);
+    ggemm::ptx::mbarrier_init(&empty[s], 1);
+  }
+  ggemm::ptx::fence_mbarrier_init();
+}
+
+// One thread frees each of `iters` stages as it lands, in ring order; returns
+// the nanoseconds from its first wait to its last release.
+__device__ inline unsigned long long probe_drain_timed(uint64_t *full, uint64_t *empty, int stages, int iters) {
+  uint64_t start, end;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (int i = 0; i < iters; ++i) {
+    const int s = i % stages;
+    ggemm::ptx::mbarrier_wait_parity(&full[s], (i / stages) & 1);
+    ggemm::ptx::mbarrier_arrive(&empty[s]);
+  }
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(end));
+  return end - start;
 }

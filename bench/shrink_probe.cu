@@ -71,11 +71,7 @@ __global__ void __launch_bounds__(64, 1) shrink_probe_kernel(const __grid_consta
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + a.stages * stage_bytes);
   uint64_t *empty = full + a.stages;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < a.stages; ++s) {
-      ggemm::ptx::mbarrier_init(&full[s], 1);
-      ggemm::ptx::mbarrier_init(&empty[s], 1);
-    }
-    ggemm::ptx::fence_mbarrier_init();
+    probe_ring_init(full, empty, a.stages);
     ggemm::ptx::prefetch_tensormap(&x_map);
     ggemm::ptx::prefetch_tensormap(&w_map);
   }
@@ -96,15 +92,7 @@ __global__ void __launch_bounds__(64, 1) shrink_probe_kernel(const __grid_consta
       if (a.w_box) ggemm::ptx::tma_load_3d(stage + a.x_box, &w_map, &full[s], 0, w_row, slice);
     }
   } else if (threadIdx.x == 32) {
-    uint64_t start, end;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    for (int i = 0; i < a.iters; ++i) {
-      const int s = i % a.stages;
-      ggemm::ptx::mbarrier_wait_parity(&full[s], (i / a.stages) & 1);
-      ggemm::ptx::mbarrier_arrive(&empty[s]);
-    }
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(end));
-    ns_per_cta[blockIdx.x] = end - start;
+    ns_per_cta[blockIdx.x] = probe_drain_timed(full, empty, a.stages, a.iters);
   }
 }
 
