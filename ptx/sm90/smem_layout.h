@@ -5,6 +5,7 @@
 
 #include "../arch.h"
 #include "../tile_handoff.h"
+#include "../tile_scheduler.h"  // ceil_div
 
 namespace ggemm::sm90 {
 
@@ -54,7 +55,7 @@ struct SmemLayout {
 // the staging buffers by it and the kernel's producer and consumers loop
 // over it.
 GGEMM_HOST_DEVICE constexpr uint32_t k_stages(uint32_t k, uint32_t tile_k, uint32_t k_slices) {
-  return ((k + tile_k - 1) / tile_k + k_slices - 1) / k_slices;
+  return ceil_div(ceil_div(k, tile_k), k_slices);
 }
 
 // Tokens the epilogue stages at a time: the whole tile up to 128.
