@@ -59,6 +59,12 @@ struct GroupedGemmParams {
   // the slice dimension 128 bytes apart (NOTES v0.8: the shrink's time
   // follows the number of boxes).
   uint32_t k_slices;
+  // sm_90a: the consumer warpgroups that multiply, 2, or 1 when N <= 64
+  // (K-major weights, no cluster): the second one's 64 weight rows would all
+  // lie past N, so it takes no tiles, and the stage's weight slot ends 64
+  // rows past the last slice's box instead of 128 (weights_stage_rows:
+  // deeper pipelines for the LoRA shrink). sm_100a: unused.
+  uint32_t consumer_warpgroups;
   // Operands small enough to stage in L2 at kernel start (activations,
   // weights; null / 0 = not prefetched; which: l2_prefetch_worthwhile):
   // each CTA prefetches its 1 / gridDim share (ptx/l2_prefetch.h).

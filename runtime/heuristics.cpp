@@ -264,6 +264,11 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
                 c.tile_m);
   c.cluster_m = common.cluster_m == 2 ? 2 : 1;
   c.weights_box_rows = kmajor_box_rows(shape.transpose_b, c.cluster_m, shape.n, sm90::kTileN);
+  // One multiplying consumer warpgroup when N <= 64 (K-major weights, no
+  // cluster): the second one's rows would all lie past N, and its 64 guard
+  // rows per stage go to the pipeline (weights_stage_rows; the LoRA shrink
+  // R 16: 7 -> 9 stages).
+  c.consumer_warpgroups = shape.transpose_b && c.cluster_m == 1 && shape.n <= 64 ? 1 : 2;
   // K-sliced stages: several 64-wide slices of K per stage, one TMA box per
   // operand, where K-major weights, no cluster and K a multiple of 64 allow
   // the sliced views and the stage count is automatic. One SM's TMA path
@@ -278,7 +283,8 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   // stages fit.
   if (shape.transpose_b && c.cluster_m == 1 && c.swizzle_bytes == 128 && shape.k % 64 == 0 && c.stages == 0) {
     auto fit = [&](uint32_t slices) {
-      return sm90::max_stages(c.tile_m, 128, out_bytes, uint32_t(props.smem_optin), 1, slices, c.weights_box_rows);
+      return sm90::max_stages(c.tile_m, 128, out_bytes, uint32_t(props.smem_optin), 1, slices, c.weights_box_rows,
+                              c.consumer_warpgroups);
     };
     if (shape.k_slices_request != 0) {
       if (shape.k_slices_request > 1 && fit(shape.k_slices_request) >= 2) c.k_slices = shape.k_slices_request;
@@ -293,7 +299,7 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   }
 
   const uint32_t fit = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 1,
-                                        c.k_slices, c.weights_box_rows);
+                                        c.k_slices, c.weights_box_rows, c.consumer_warpgroups);
   if (fit < 2) return refuse_fit(common, shape, props, fit);
   // Two epilogue buffers when the whole reduction still fits in the pipeline
   // with them (short K: LoRA, small hidden sizes): such calls are bound by
@@ -303,7 +309,7 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   const uint32_t tile_k = c.swizzle_bytes / 2;
   const int64_t k_iters = sm90::k_stages(uint32_t(shape.k), tile_k, c.k_slices);
   const uint32_t fit2 = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 2,
-                                         c.k_slices, c.weights_box_rows);
+                                         c.k_slices, c.weights_box_rows, c.consumer_warpgroups);
   if (fit2 >= 2 && k_iters <= int64_t(fit2) && (c.stages == 0 || c.stages <= fit2)) {
     c.staging_buffers = 2;
     if (c.stages == 0) c.stages = fit2;

@@ -40,6 +40,7 @@ struct Sm90Config {
   uint32_t cluster_m = 1;        // 2: two CTAs share the token tile by TMA multicast (tile_m 128, 256)
   uint32_t weights_box_rows = 128;  // K-major weight rows per TMA box (kmajor_box_rows)
   uint32_t k_slices = 1;            // slices of K per stage, one box per operand (GroupedGemmParams::k_slices)
+  uint32_t consumer_warpgroups = 2;  // 1 when N <= 64 (GroupedGemmParams::consumer_warpgroups)
 };
 
 // Picks (or validates, when `override` is non-NULL) the config for a call.

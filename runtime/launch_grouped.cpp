@@ -43,6 +43,7 @@ struct ArchKernel {
   // and each of its CTAs loads tile_m / cluster_size of the token rows.
   uint32_t cluster_size = 1;
   uint32_t k_slices = 1;  // sm_90a K-sliced stages (GroupedGemmParams::k_slices); 1 on sm_100a
+  uint32_t consumer_warpgroups = 2;  // sm_90a multiplying warpgroups (GroupedGemmParams::consumer_warpgroups)
   // K-major weight rows per TMA box (GroupedGemmParams::weights_box_rows):
   // on sm_90a the value the config sized its stages by, so the boxes and the
   // shared-memory layout cannot disagree.
@@ -73,8 +74,10 @@ ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, cons
   k->threads = sm90::kThreads;
   k->k_slices = cfg.k_slices;
   k->weights_box_rows = cfg.weights_box_rows;
+  k->consumer_warpgroups = cfg.consumer_warpgroups;
   k->smem_bytes = sm90::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(a.out_dtype), cfg.stages,
-                                         cfg.staging_buffers, cfg.k_slices, cfg.weights_box_rows)
+                                         cfg.staging_buffers, cfg.k_slices, cfg.weights_box_rows,
+                                         cfg.consumer_warpgroups)
                       .total_bytes();
   k->out_box_tokens = sm90::sm90_epilogue_stage_tokens(cfg.tile_m);
   k->cluster_size = cfg.cluster_m;
@@ -190,6 +193,7 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   p.swizzle_bytes = k.swizzle_bytes;
   p.weights_box_rows = k.weights_box_rows;
   p.k_slices = k.k_slices;
+  p.consumer_warpgroups = k.consumer_warpgroups;
   *out = p;
   return GGEMM_STATUS_SUCCESS;
 }
@@ -279,14 +283,15 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   if (debug_enabled()) {
     std::fprintf(stderr,
                  "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | "
-                 "%s kernel %s | tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u | grid %lld x "
-                 "%u threads (clusters of %u), %u B smem | L2 prefetch: activations %llu B, weights %llu B\n",
+                 "%s kernel %s | tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u consumers %u | "
+                 "grid %lld x %u threads (clusters of %u), %u B smem | L2 prefetch: activations %llu B, weights %llu B\n",
                  a.op, (long long)a.m, (long long)a.n, (long long)a.k, (long long)a.num_experts,
                  (long long)a.num_groups, dtype_name(a.in_dtype), dtype_name(a.out_dtype),
                  a.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)a.split0, (long long)a.split1,
                  a.a_planes ? " planes" : "", k.arch, k.name.c_str(), k.tile_m, k.tile_n, k.swizzle_bytes / 2,
-                 k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes, k.staging_buffers, (long long)grid,
-                 k.threads, k.cluster_size, k.smem_bytes, (unsigned long long)p.l2_prefetch_bytes[0],
+                 k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes, k.staging_buffers,
+                 k.consumer_warpgroups, (long long)grid, k.threads, k.cluster_size, k.smem_bytes,
+                 (unsigned long long)p.l2_prefetch_bytes[0],
                  (unsigned long long)p.l2_prefetch_bytes[1]);
   }
 

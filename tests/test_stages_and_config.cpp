@@ -300,8 +300,11 @@ TEST(ChooseSm90Config, KSlicedStagesWhereTheViewsAllowAndTheStagesAreSmall) {
   ASSERT_EQ(choose_sm90_config(h200(), shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 32u);
   EXPECT_EQ(cfg.weights_box_rows, 48u);
-  EXPECT_EQ(cfg.stages, sm90::max_stages(32, 128, 2, 232448, 1, 2, 48));
-  EXPECT_GE(cfg.stages, 3u);
+  // One multiplying warpgroup (N 48 <= 64): 10 stages where both would leave 7.
+  EXPECT_EQ(cfg.consumer_warpgroups, 1u);
+  EXPECT_EQ(cfg.stages, sm90::max_stages(32, 128, 2, 232448, 1, 2, 48, 1));
+  EXPECT_EQ(cfg.stages, 10u);
+  EXPECT_EQ(sm90::max_stages(32, 128, 2, 232448, 1, 2, 48), 7u);
   GroupedShape decode_shrink = shrink;  // M 64 over 8 adapters: tile_m 16, 8 KB a slice
   decode_shrink.m = 64;
   decode_shrink.max_rows_per_group = 8;
@@ -998,6 +1001,42 @@ TEST(DeviceArch, OnlyComputeCapability90And100HaveKernels) {
   EXPECT_EQ(arch_number(Arch::kSm100a), 100u);
   EXPECT_STREQ(arch_name(Arch::kSm90a), "sm_90a");
   EXPECT_STREQ(arch_name(Arch::kSm100a), "sm_100a");
+}
+
+// One multiplying consumer warpgroup when N <= 64 with K-major weights and no
+// cluster (GroupedGemmParams::consumer_warpgroups): its slot ends 64 rows
+// past the last slice's box instead of 128, and only its staging is kept.
+TEST(ChooseSm90Config, OneConsumerWarpgroupWhenNFitsInIt) {
+  EXPECT_EQ(sm90::weights_stage_rows(2, 48, 1), 2u * 48 + 16);
+  EXPECT_EQ(sm90::weights_stage_rows(2, 48), 2u * 48 + 80);
+  EXPECT_EQ(sm90::weights_stage_rows(1, 64, 1), 64u);
+  EXPECT_EQ(sm90::weights_stage_rows(1, 128), 128u);
+  const sm90::SmemLayout one = sm90::make_smem_layout(32, 128, 2, 10, 1, 2, 48, 1),
+                         two = sm90::make_smem_layout(32, 128, 2, 10, 1, 2, 48, 2);
+  EXPECT_EQ(one.weights_stage_bytes, (2u * 48 + 16) * 128);
+  EXPECT_EQ(one.c_bytes * 2, two.c_bytes);
+  EXPECT_EQ(one.tokens_stage_bytes, two.tokens_stage_bytes);
+  auto consumers = [](GroupedShape s, const ggemm_config *o = nullptr) {
+    Sm90Config cfg;
+    EXPECT_EQ(choose_sm90_config(h200(), s, o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    return cfg.consumer_warpgroups;
+  };
+  GroupedShape narrow = shape(512);
+  narrow.n = 64;
+  EXPECT_EQ(consumers(narrow), 1u);
+  narrow.n = 40;
+  EXPECT_EQ(consumers(narrow), 1u);
+  narrow.n = 72;
+  EXPECT_EQ(consumers(narrow), 2u);
+  GroupedShape mn_major = shape(512, 4096, false);  // [E, K, N]: both warpgroups' boxes
+  mn_major.n = 48;
+  EXPECT_EQ(consumers(mn_major), 2u);
+  GroupedShape pair = shape(4096);  // a pair cluster: both
+  pair.n = 48;
+  ggemm_config cluster = blank_config();
+  cluster.tile_m = 128;
+  cluster.cluster_m = 2;
+  EXPECT_EQ(consumers(pair, &cluster), 2u);
 }
 
 }  // namespace

@@ -99,9 +99,13 @@ struct GroupedGemmSm90 {
   static constexpr uint32_t kStageChunks = TileM / kStageTokens;
   static constexpr uint32_t kStagingBytes = kBoxes * kStageTokens * 128;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
-  // Who reads each handed-off tile (ptx/tile_handoff.h): the producer thread
-  // and every consumer thread.
-  static constexpr uint32_t kTileReceivers = 1 + kConsumerWarpgroups * 128;
+  // The consumer warpgroups that multiply (GroupedGemmParams::
+  // consumer_warpgroups): one when N <= 64, for K-major weights without a
+  // cluster; otherwise both.
+  static constexpr bool kOneConsumerAllowed = Layout == WeightLayout::kKMajor && ClusterM == 1;
+  GGEMM_DEVICE static uint32_t consumers(const GroupedGemmParams &p) {
+    return kOneConsumerAllowed ? p.consumer_warpgroups : kConsumerWarpgroups;
+  }
   // At tile_m 256 the 128 accumulator registers leave too few for the
   // accumulate epilogue's old values (it spills); the runtime never picks
   // that pair (GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE).
@@ -114,7 +118,7 @@ struct GroupedGemmSm90 {
     uint8_t *smem = reinterpret_cast<uint8_t *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + kSmemAlign - 1) & ~uintptr_t(kSmemAlign - 1));
     const SmemLayout layout = make_smem_layout(TileM, p.swizzle_bytes, kOutBytes, p.stages, p.staging_buffers,
-                                               k_slices(p), p.weights_box_rows);
+                                               k_slices(p), p.weights_box_rows, consumers(p));
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + layout.barrier_offset());
     uint64_t *empty = full + p.stages;
     uint64_t *c_loaded = empty + p.stages;  // [kConsumerWarpgroups]
@@ -126,10 +130,12 @@ struct GroupedGemmSm90 {
     if (threadIdx.x == 0) {
       for (uint32_t s = 0; s < p.stages; ++s) {
         ptx::mbarrier_init(&full[s], 1);                                // the producer's expect_tx
-        ptx::mbarrier_init(&empty[s], kConsumerWarpgroups * ClusterM);  // each consumer of the cluster
+        ptx::mbarrier_init(&empty[s], consumers(p) * ClusterM);  // each consumer of the cluster
       }
       for (uint32_t w = 0; w < kConsumerWarpgroups; ++w) ptx::mbarrier_init(&c_loaded[w], 1);
-      TileHandoff::init(handoff_region(), kTileReceivers);
+      // Who reads each handed-off tile: the producer thread and every
+      // consumer thread.
+      TileHandoff::init(handoff_region(), 1 + consumers(p) * 128);
       ptx::fence_mbarrier_init();
     }
     if (threadIdx.x / 32 == 1) {
@@ -157,7 +163,7 @@ struct GroupedGemmSm90 {
       } else if (threadIdx.x < 64) {
         if (ptx::elect_one_sync()) walk_tiles(p, handoff_region());
       }
-    } else {
+    } else if (warpgroup <= consumers(p)) {  // a second warpgroup with no rows below N has nothing to do
       ptx::setmaxnreg_inc<kConsumerRegs>();
       // One consumer loop per swizzle (tile_k = swizzle / 2), chosen once:
       // each stage's wgmmas are then unrolled and no branch merges the

@@ -17,17 +17,21 @@ constexpr uint32_t kSmemAlign = 1024;     // 128B-swizzled tiles need 1024-byte 
 // A stage holds `k_slices` slices of K, tile_k wide each (one swizzle span;
 // more than one only with K-sliced TMA views, GroupedGemmParams::k_slices).
 // A K-sliced weight box packs its slices at box_rows rows apiece; the slot
-// ends with the rows a 128-row tile would have past the last slice's box, so
-// the second consumer warpgroup's wgmmas (rows 64..127 of each slice) never
-// read outside the stage. With one slice that is the plain 128-row slot.
-GGEMM_HOST_DEVICE constexpr uint32_t weights_stage_rows(uint32_t k_slices, uint32_t box_rows) {
-  return k_slices * box_rows + (kTileN - box_rows);
+// ends with the rows the multiplying warpgroups' wgmmas read past the last
+// slice's box (64 rows each: with two, rows 64..127 of each slice), so they
+// never read outside the stage. With one slice and two warpgroups that is
+// the plain 128-row slot. One warpgroup multiplies when N <= 64
+// (GroupedGemmParams::consumer_warpgroups): the second one's rows would all
+// lie past N.
+GGEMM_HOST_DEVICE constexpr uint32_t weights_stage_rows(uint32_t k_slices, uint32_t box_rows,
+                                                        uint32_t consumers = kConsumerWarpgroups) {
+  return k_slices * box_rows + (consumers * (kTileN / kConsumerWarpgroups) - box_rows);
 }
 
 struct SmemLayout {
   uint32_t weights_stage_bytes;  // weights_stage_rows x tile_k
   uint32_t tokens_stage_bytes;   // k_slices x tile_m x tile_k
-  uint32_t c_bytes;              // epilogue staging, both warpgroups, every buffer
+  uint32_t c_bytes;              // epilogue staging, every multiplying warpgroup, every buffer
   uint32_t stages;
 
   GGEMM_HOST_DEVICE constexpr uint32_t weights_offset(uint32_t s) const { return s * weights_stage_bytes; }
@@ -69,10 +73,12 @@ GGEMM_HOST_DEVICE constexpr uint32_t sm90_epilogue_stage_tokens(uint32_t tile_m)
 GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_t swizzle_bytes,
                                                         uint32_t out_bytes, uint32_t stages,
                                                         uint32_t staging_buffers = 1, uint32_t k_slices = 1,
-                                                        uint32_t box_rows = kTileN) {
+                                                        uint32_t box_rows = kTileN,
+                                                        uint32_t consumers = kConsumerWarpgroups) {
   // One K-major row of a stage is one swizzle span (tile_k * 2 bytes).
-  return SmemLayout{weights_stage_rows(k_slices, box_rows) * swizzle_bytes, k_slices * tile_m * swizzle_bytes,
-                    staging_buffers * kConsumerWarpgroups * sm90_epilogue_stage_tokens(tile_m) *
+  return SmemLayout{weights_stage_rows(k_slices, box_rows, consumers) * swizzle_bytes,
+                    k_slices * tile_m * swizzle_bytes,
+                    staging_buffers * consumers * sm90_epilogue_stage_tokens(tile_m) *
                         (kTileN / kConsumerWarpgroups) * out_bytes,
                     stages};
 }
@@ -90,12 +96,14 @@ constexpr uint32_t kMaxStages = 32;
 GGEMM_HOST_DEVICE constexpr uint32_t max_stages(uint32_t tile_m, uint32_t swizzle_bytes,
                                                 uint32_t out_bytes, uint32_t smem_optin,
                                                 uint32_t staging_buffers = 1, uint32_t k_slices = 1,
-                                                uint32_t box_rows = kTileN) {
+                                                uint32_t box_rows = kTileN,
+                                                uint32_t consumers = kConsumerWarpgroups) {
   // total_bytes() grows with every stage (by at least a stage's bytes, the
   // staging's alignment aside), so count up: at most kMaxStages steps.
   uint32_t s = 0;
   while (s < kMaxStages &&
-         make_smem_layout(tile_m, swizzle_bytes, out_bytes, s + 1, staging_buffers, k_slices, box_rows).total_bytes() +
+         make_smem_layout(tile_m, swizzle_bytes, out_bytes, s + 1, staging_buffers, k_slices, box_rows, consumers)
+                     .total_bytes() +
                  kStaticSmemBytes <=
              smem_optin)
     ++s;
