@@ -54,11 +54,12 @@ struct Shape {
   int own_w;       // 1: each CTA its own W rows (no sharing), else its adapter's
   int k_split;     // CTAs per token tile, each a K range
   CUtensorMapL2promotion x_promotion;
+  int stagger;     // 1: CTA b starts its K walk b * 5 stages in (mod its stages), wrapping
 };
 
 // Kernel arguments derived from a Shape.
 struct Args {
-  int stages, slices, iters, k_split, ctas_per_adapter, token_rows, own_w;
+  int stages, slices, iters, k_split, ctas_per_adapter, token_rows, own_w, stagger;
   uint32_t x_box, w_box;  // bytes; 0 = not loaded
 };
 
@@ -87,13 +88,27 @@ __global__ void __launch_bounds__(64, 1) shrink_probe_kernel(const __grid_consta
       ggemm::ptx::mbarrier_arrive_expect_tx(&full[s], stage_bytes);
       uint8_t *stage = smem + s * stage_bytes;
       // 3-D views {64, rows, K / 64}: coordinates (0, row, first slice).
-      const int slice = first_slice + i * a.slices;
+      // Staggered: CTAs read different K columns at the same moment, so their
+      // addresses are not all congruent modulo X's 8 KB row pitch.
+      const int step = a.stagger ? (i + int(blockIdx.x) * 5) % a.iters : i;
+      const int slice = first_slice + step * a.slices;
       if (a.x_box) ggemm::ptx::tma_load_3d(stage, &x_map, &full[s], 0, x_row, slice);
       if (a.w_box) ggemm::ptx::tma_load_3d(stage + a.x_box, &w_map, &full[s], 0, w_row, slice);
     }
   } else if (threadIdx.x == 32) {
     ns_per_cta[blockIdx.x] = probe_drain_timed(full, empty, a.stages, a.iters);
   }
+}
+
+// The read ceiling to hold the TMA rows against: every thread of a full grid
+// reads 16 B at a time, consecutive threads consecutive addresses.
+__global__ void plain_read_kernel(const uint4 *x, size_t n, unsigned *sink) {
+  uint32_t acc = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldg(x + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345678u) *sink = acc;  // keeps the loads
 }
 
 decltype(&cuTensorMapEncodeTiled) encode_tiled = nullptr;
@@ -162,6 +177,10 @@ int main() {
       {"x+w 64x2 split 2 r 5", 64, 2, 5, 1, 1, 0, 2, k256},
       {"x 64x2 split 2 r 10", 64, 2, 10, 1, 0, 0, 2, k256},
       {"x+w own 32x2 ring 7", 32, 2, 7, 1, 1, 1, 1, k256},
+      // Every CTA at a different K column (v0.13): DRAM channel camping?
+      {"x 32x2 ring 10 stagger", 32, 2, 10, 1, 0, 0, 1, k256, 1},
+      {"kernel stagger", 32, 2, 7, 1, 1, 0, 1, k256, 1},
+      {"x 32x4 ring 5 stagger", 32, 4, 5, 1, 0, 0, 1, k256, 1},
   };
 
   std::printf("shrink_probe on %s: X [%d, %d] and W [%d x %d, %d] bf16, K-sliced boxes (rows x 64-wide slices);\n"
@@ -172,7 +191,7 @@ int main() {
   for (const Shape &sh : shapes) {
     Args a{};
     a.stages = sh.stages, a.slices = sh.slices, a.k_split = sh.k_split, a.token_rows = sh.token_rows,
-    a.own_w = sh.own_w;
+    a.own_w = sh.own_w, a.stagger = sh.stagger;
     a.iters = kK / (64 * sh.slices) / sh.k_split;
     const int ctas = kM / sh.token_rows * sh.k_split;
     a.ctas_per_adapter = ctas / kAdapters;
@@ -212,6 +231,28 @@ int main() {
                 stage_bytes / 1024, stage_bytes * sh.stages / 1024, promotion_name(sh.x_promotion), a.iters,
                 stage_ns[0], stage_bytes / stage_ns[0], stage_bytes / stage_ns[0] * ctas / 1000.0, stage_ns[1],
                 stage_bytes / stage_ns[1], stage_bytes / stage_ns[1] * ctas / 1000.0);
+  }
+  {  // The plain-load read ceiling for X, cold, median of 5.
+    cudaEvent_t t0, t1;
+    PROBE_CHECK_CUDA(cudaEventCreate(&t0));
+    PROBE_CHECK_CUDA(cudaEventCreate(&t1));
+    std::vector<float> ms;
+    for (int rep = 0; rep < 5; ++rep) {
+      PROBE_CHECK_CUDA(cudaMemset(flush, rep, flush_bytes));
+      PROBE_CHECK_CUDA(cudaEventRecord(t0));
+      plain_read_kernel<<<prop.multiProcessorCount * 2, 1024>>>(static_cast<const uint4 *>(x), x_bytes / 16,
+                                                                  reinterpret_cast<unsigned *>(d_ns));
+      PROBE_CHECK_CUDA(cudaEventRecord(t1));
+      PROBE_CHECK_CUDA(cudaEventSynchronize(t1));
+      float m = 0;
+      PROBE_CHECK_CUDA(cudaEventElapsedTime(&m, t0, t1));
+      ms.push_back(m);
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("plain loads of X, cold (%d x 1024 threads, 16 B each): %.1f us, %.2f TB/s\n",
+                prop.multiProcessorCount * 2, ms[2] * 1e3, x_bytes / (ms[2] * 1e-3) / 1e12);
+    PROBE_CHECK_CUDA(cudaEventDestroy(t0));
+    PROBE_CHECK_CUDA(cudaEventDestroy(t1));
   }
   PROBE_CHECK_CUDA(cudaFree(x));
   PROBE_CHECK_CUDA(cudaFree(w));
