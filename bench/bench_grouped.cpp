@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext(
       "timing", "per iteration: CUDA events around one call, L2 flushed before it (" +
                     fmt("%.0f", static_cast<double>(s.flusher->bytes() >> 20)) +
-                    " MiB memset, untimed); counters from the median of " +
+                    " MiB: " + s.flusher->describe() + ", untimed); counters from the median of " +
                     std::to_string(kIterations) + " iterations per repetition; read _median rows");
   std::fprintf(stderr, "ggemm_bench: dense bf16 %.1f TFLOP/s, copy %.1f GB/s, write %.1f GB/s\n",
                s.ceilings.dense_flops_per_s * 1e-12, s.ceilings.copy_bytes_per_s * 1e-9,

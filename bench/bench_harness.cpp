@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gpu_buffers.h"
+#include "ptx_kernel.h"
 
 namespace ggemm::bench {
 namespace {
@@ -43,41 +44,22 @@ constexpr char kNullPtx[] =
 struct Harness {
   cudaStream_t stream = nullptr;
   L2Flusher* flusher = nullptr;
-  CUmodule module = nullptr;
-  CUfunction kernel = nullptr;
-  decltype(&cuLaunchKernel) launch = nullptr;
+  PtxKernel kernel;
   cudaGraphExec_t graphs[2] = {nullptr, nullptr};  // [smem_max]
   int smem_max = 0, sm_count = 0;
   std::string error;  // why the rows cannot run ("" = they can)
 };
 Harness* g_harness = nullptr;
 
-template <class Fn>
-bool driver_entry(const char* name, Fn* fn) {
-  cudaDriverEntryPointQueryResult found{};
-  return cudaGetDriverEntryPointByVersion(name, reinterpret_cast<void**>(fn), 12000, cudaEnableDefault, &found) ==
-             cudaSuccess &&
-         found == cudaDriverEntryPointSuccess && *fn;
-}
-
-// Loads the null kernel into the runtime's current context; "" or why not.
+// Loads the null kernel; "" or why not.
 std::string load(Harness& h) {
-  decltype(&cuModuleLoadData) load_data = nullptr;
-  decltype(&cuModuleGetFunction) get_function = nullptr;
-  decltype(&cuFuncSetAttribute) set_attribute = nullptr;
-  if (!driver_entry("cuModuleLoadData", &load_data) || !driver_entry("cuModuleGetFunction", &get_function) ||
-      !driver_entry("cuFuncSetAttribute", &set_attribute) || !driver_entry("cuLaunchKernel", &h.launch))
-    return "the driver lacks a module or launch entry point";
-  CUDA_CHECK(cudaFree(nullptr));  // the runtime's primary context is current from here on
-  CUresult r = load_data(&h.module, kNullPtx);
-  if (r != CUDA_SUCCESS) return "cuModuleLoadData of the null kernel returned CUresult " + std::to_string(int(r));
-  r = get_function(&h.kernel, h.module, "ggemm_bench_null_kernel");
-  if (r != CUDA_SUCCESS) return "cuModuleGetFunction returned CUresult " + std::to_string(int(r));
+  std::string error = h.kernel.load(kNullPtx, "ggemm_bench_null_kernel");
+  if (!error.empty()) return error;
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&h.smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&h.sm_count, cudaDevAttrMultiProcessorCount, device));
-  r = set_attribute(h.kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, h.smem_max);
+  const CUresult r = h.kernel.set_max_dynamic_smem(h.smem_max);
   if (r != CUDA_SUCCESS) return "cuFuncSetAttribute returned CUresult " + std::to_string(int(r));
   return "";
 }
@@ -87,8 +69,7 @@ std::string load(Harness& h) {
 cudaGraphExec_t capture(Harness& h, unsigned smem) {
   cudaGraph_t graph;
   CUDA_CHECK(cudaStreamBeginCapture(h.stream, cudaStreamCaptureModeThreadLocal));
-  const CUresult r = h.launch(h.kernel, unsigned(h.sm_count), 1, 1, kThreads, 1, 1, smem,
-                              reinterpret_cast<CUstream>(h.stream), nullptr, nullptr);
+  const CUresult r = h.kernel.launch(unsigned(h.sm_count), kThreads, smem, h.stream, nullptr);
   CUDA_CHECK(cudaStreamEndCapture(h.stream, &graph));
   if (r != CUDA_SUCCESS) {
     std::fprintf(stderr, "ggemm_bench: cuLaunchKernel of the null kernel returned CUresult %d\n", int(r));
@@ -102,7 +83,7 @@ cudaGraphExec_t capture(Harness& h, unsigned smem) {
 
 void bench_null_kernel(benchmark::State& state, bool smem_max) {
   Harness& h = *g_harness;
-  if (h.error.empty() && !h.kernel) h.error = load(h);
+  if (h.error.empty() && !h.kernel.loaded()) h.error = load(h);
   if (!h.error.empty()) {
     state.SkipWithError(h.error.c_str());
     return;
@@ -146,11 +127,7 @@ void release_harness_benchmarks() {
     if (g) CUDA_CHECK(cudaGraphExecDestroy(g));
     g = nullptr;
   }
-  if (g_harness->module) {
-    decltype(&cuModuleUnload) unload = nullptr;
-    if (driver_entry("cuModuleUnload", &unload)) unload(g_harness->module);
-    g_harness->module = nullptr;
-  }
+  g_harness->kernel.unload();
 }
 
 }  // namespace ggemm::bench

@@ -203,8 +203,8 @@ int run_demo(ggemm_handle_t gg, cudaStream_t stream, uint64_t seed) {
               kCeilingCopyBytes >> 20);
   std::printf("roofline floor: %.1f us (%.4g GFLOP, %.1f MB; %s-bound)\n", floor_s * 1e6,
               p.flops() * 1e-9, p.bytes() * 1e-6, compute_bound ? "compute" : "memory");
-  std::printf("timing: median of %d runs after %d warm-up, L2 flushed (%zu MiB memset) before each\n\n",
-              kReps, kWarmup, flusher.bytes() >> 20);
+  std::printf("timing: median of %d runs after %d warm-up, L2 flushed (%zu MiB: %s) before each\n\n",
+              kReps, kWarmup, flusher.bytes() >> 20, flusher.describe());
   std::printf("%-22s %10s %9s %9s %9s\n", "", "time (us)", "TFLOP/s", "GB/s", "of floor");
   print_row("ggemm", ms_ggemm, p, ceil);
   print_row("cuBLAS loop (graph)", ms_loop, p, ceil);

@@ -6,31 +6,116 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "gpu_buffers.h"
+#include "ptx_kernel.h"
 
 namespace ggemm::bench {
 
-// Overwrites a buffer of twice the L2 size, so the next call starts with
-// none of its operands cached (a decode call's weights would otherwise be
-// served from L2 on the second repetition).
+// Leaves the L2 holding none of the next call's operands, and (by default)
+// no dirty lines. A memset of twice the L2 size evicts everything, but its
+// own writes then sit dirty in the L2, and the timed call pays their
+// write-back to DRAM as it allocates lines: up to the L2's 50-60 MB of
+// write traffic charged to whichever call runs next (~12 us at copy
+// bandwidth; NOTES v0.13: the LoRA shrink's 32 MB read ran 19.2 us after
+// the memset alone, 16.7 after this flush). So after the
+// memset a read sweep of the same buffer writes those lines back and leaves
+// the L2 full of clean, unrelated lines: the flush's cost stays in the
+// untimed flush. GGEMM_BENCH_L2_FLUSH=dirty keeps the memset alone (the
+// figures before v0.13).
 class L2Flusher {
  public:
   L2Flusher() {
-    int device = 0, l2_bytes = 0;
+    int device = 0, l2_bytes = 0, sms = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     buffer_ = DeviceBuffer(2 * static_cast<size_t>(std::max(l2_bytes, 1 << 20)));
+    sink_ = DeviceBuffer(16);
+    sweep_blocks_ = unsigned(2 * std::max(sms, 1));
+    const char* mode = std::getenv("GGEMM_BENCH_L2_FLUSH");
+    clean_ = !(mode && std::string(mode) == "dirty");
+    if (clean_) {
+      const std::string error = sweep_.load(kReadSweepPtx, "ggemm_bench_read_sweep");
+      if (!error.empty()) {
+        std::fprintf(stderr, "ggemm_bench: the L2 flush's read sweep: %s\n", error.c_str());
+        std::exit(1);
+      }
+    }
   }
   void flush(cudaStream_t stream) {
     value_ ^= 0x5a;  // a different value each time: nothing can be skipped as already written
     CUDA_CHECK(cudaMemsetAsync(buffer_.get(), value_, buffer_.bytes(), stream));
+    if (!clean_) return;
+    void* base = buffer_.get();
+    unsigned long long vectors = buffer_.bytes() / 16;
+    void* sink = sink_.get();
+    void* args[] = {&base, &vectors, &sink};
+    const CUresult r = sweep_.launch(sweep_blocks_, 1024, 0, stream, args);
+    if (r != CUDA_SUCCESS) {
+      std::fprintf(stderr, "ggemm_bench: launching the L2 flush's read sweep returned CUresult %d\n", int(r));
+      std::exit(1);
+    }
   }
   size_t bytes() const { return buffer_.bytes(); }
+  // How the flush works, for the benchmark's context line.
+  const char* describe() const {
+    return clean_ ? "memset, then a read sweep of it (the L2 left clean)" : "memset (the L2 left dirty)";
+  }
 
  private:
-  DeviceBuffer buffer_;
+  // Each thread reads 16 B at a time, grid-stride; the XOR of what it read
+  // is stored only if it equals a constant, so the loads cannot be dropped.
+  static constexpr char kReadSweepPtx[] =
+      ".version 8.0\n"
+      ".target sm_90\n"
+      ".address_size 64\n"
+      ".visible .entry ggemm_bench_read_sweep(.param .u64 p_base, .param .u64 p_vectors, .param .u64 p_sink)\n"
+      "{\n"
+      "  .reg .pred %p<3>;\n"
+      "  .reg .b32 %r<10>;\n"
+      "  .reg .b64 %rd<9>;\n"
+      "  ld.param.u64 %rd1, [p_base];\n"
+      "  ld.param.u64 %rd2, [p_vectors];\n"
+      "  ld.param.u64 %rd3, [p_sink];\n"
+      "  mov.u32 %r1, %ctaid.x;\n"
+      "  mov.u32 %r2, %ntid.x;\n"
+      "  mov.u32 %r3, %tid.x;\n"
+      "  mov.u32 %r4, %nctaid.x;\n"
+      "  mul.wide.u32 %rd4, %r1, %r2;\n"
+      "  cvt.u64.u32 %rd5, %r3;\n"
+      "  add.u64 %rd4, %rd4, %rd5;\n"  // this thread's first vector
+      "  mul.wide.u32 %rd6, %r4, %r2;\n"  // the grid's stride
+      "  mov.u32 %r5, 0;\n"
+      "  setp.ge.u64 %p1, %rd4, %rd2;\n"
+      "  @%p1 bra DONE;\n"
+      "LOOP:\n"
+      "  shl.b64 %rd7, %rd4, 4;\n"
+      "  add.u64 %rd8, %rd1, %rd7;\n"
+      "  ld.global.v4.u32 {%r6, %r7, %r8, %r9}, [%rd8];\n"
+      "  xor.b32 %r5, %r5, %r6;\n"
+      "  xor.b32 %r5, %r5, %r7;\n"
+      "  xor.b32 %r5, %r5, %r8;\n"
+      "  xor.b32 %r5, %r5, %r9;\n"
+      "  add.u64 %rd4, %rd4, %rd6;\n"
+      "  setp.lt.u64 %p2, %rd4, %rd2;\n"
+      "  @%p2 bra LOOP;\n"
+      "DONE:\n"
+      "  setp.ne.u32 %p1, %r5, 0x5eed1e55;\n"
+      "  @%p1 bra END;\n"
+      "  st.global.u32 [%rd3], %r5;\n"
+      "END:\n"
+      "  ret;\n"
+      "}\n";
+
+  DeviceBuffer buffer_, sink_;
+  PtxKernel sweep_;
+  unsigned sweep_blocks_ = 0;
+  bool clean_ = true;
   int value_ = 0;
 };
 
