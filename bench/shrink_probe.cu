@@ -55,6 +55,7 @@ struct Shape {
   int k_split;     // CTAs per token tile, each a K range
   CUtensorMapL2promotion x_promotion;
   int stagger;     // 1: CTA b starts its K walk b * 5 stages in (mod its stages), wrapping
+  int clean;       // 1: the cold flush also reads its buffer back, leaving the L2 clean
 };
 
 // Kernel arguments derived from a Shape.
@@ -181,6 +182,12 @@ int main() {
       {"x 32x2 ring 10 stagger", 32, 2, 10, 1, 0, 0, 1, k256, 1},
       {"kernel stagger", 32, 2, 7, 1, 1, 0, 1, k256, 1},
       {"x 32x4 ring 5 stagger", 32, 4, 5, 1, 0, 0, 1, k256, 1},
+      // The flush's dirty lines written back before the launch (v0.13): how
+      // much of the cold rate was their write-back?
+      {"kernel clean", 32, 2, 7, 1, 1, 0, 1, k256, 0, 1},
+      {"x+w 32x2 ring 10 clean", 32, 2, 10, 1, 1, 0, 1, k256, 0, 1},
+      {"x 32x2 ring 10 clean", 32, 2, 10, 1, 0, 0, 1, k256, 0, 1},
+      {"x 32x4 ring 5 clean", 32, 4, 5, 1, 0, 0, 1, k256, 0, 1},
   };
 
   std::printf("shrink_probe on %s: X [%d, %d] and W [%d x %d, %d] bf16, K-sliced boxes (rows x 64-wide slices);\n"
@@ -215,6 +222,10 @@ int main() {
           shrink_probe_kernel<<<ctas, 64, smem>>>(x_map, w_map, a, d_ns);
         } else {
           PROBE_CHECK_CUDA(cudaMemset(flush, rep, flush_bytes));
+          if (sh.clean)
+            plain_read_kernel<<<prop.multiProcessorCount * 2, 1024>>>(static_cast<const uint4 *>(flush),
+                                                                        flush_bytes / 16,
+                                                                        reinterpret_cast<unsigned *>(d_ns));
         }
         shrink_probe_kernel<<<ctas, 64, smem>>>(x_map, w_map, a, d_ns);
         PROBE_CHECK_CUDA(cudaGetLastError());
@@ -232,25 +243,31 @@ int main() {
                 stage_ns[0], stage_bytes / stage_ns[0], stage_bytes / stage_ns[0] * ctas / 1000.0, stage_ns[1],
                 stage_bytes / stage_ns[1], stage_bytes / stage_ns[1] * ctas / 1000.0);
   }
-  {  // The plain-load read ceiling for X, cold, median of 5.
+  {  // The plain-load read ceiling for X, cold (L2 left dirty, then clean), median of 5.
     cudaEvent_t t0, t1;
     PROBE_CHECK_CUDA(cudaEventCreate(&t0));
     PROBE_CHECK_CUDA(cudaEventCreate(&t1));
-    std::vector<float> ms;
-    for (int rep = 0; rep < 5; ++rep) {
-      PROBE_CHECK_CUDA(cudaMemset(flush, rep, flush_bytes));
-      PROBE_CHECK_CUDA(cudaEventRecord(t0));
-      plain_read_kernel<<<prop.multiProcessorCount * 2, 1024>>>(static_cast<const uint4 *>(x), x_bytes / 16,
-                                                                  reinterpret_cast<unsigned *>(d_ns));
-      PROBE_CHECK_CUDA(cudaEventRecord(t1));
-      PROBE_CHECK_CUDA(cudaEventSynchronize(t1));
-      float m = 0;
-      PROBE_CHECK_CUDA(cudaEventElapsedTime(&m, t0, t1));
-      ms.push_back(m);
+    for (bool clean : {false, true}) {
+      std::vector<float> ms;
+      for (int rep = 0; rep < 5; ++rep) {
+        PROBE_CHECK_CUDA(cudaMemset(flush, rep, flush_bytes));
+        if (clean)
+          plain_read_kernel<<<prop.multiProcessorCount * 2, 1024>>>(static_cast<const uint4 *>(flush), flush_bytes / 16,
+                                                                      reinterpret_cast<unsigned *>(d_ns));
+        PROBE_CHECK_CUDA(cudaEventRecord(t0));
+        plain_read_kernel<<<prop.multiProcessorCount * 2, 1024>>>(static_cast<const uint4 *>(x), x_bytes / 16,
+                                                                    reinterpret_cast<unsigned *>(d_ns));
+        PROBE_CHECK_CUDA(cudaEventRecord(t1));
+        PROBE_CHECK_CUDA(cudaEventSynchronize(t1));
+        float m = 0;
+        PROBE_CHECK_CUDA(cudaEventElapsedTime(&m, t0, t1));
+        ms.push_back(m);
+      }
+      std::sort(ms.begin(), ms.end());
+      std::printf("plain loads of X, cold, L2 left %s (%d x 1024 threads, 16 B each): %.1f us, %.2f TB/s\n",
+                  clean ? "clean" : "dirty", prop.multiProcessorCount * 2, ms[2] * 1e3,
+                  x_bytes / (ms[2] * 1e-3) / 1e12);
     }
-    std::sort(ms.begin(), ms.end());
-    std::printf("plain loads of X, cold (%d x 1024 threads, 16 B each): %.1f us, %.2f TB/s\n",
-                prop.multiProcessorCount * 2, ms[2] * 1e3, x_bytes / (ms[2] * 1e-3) / 1e12);
     PROBE_CHECK_CUDA(cudaEventDestroy(t0));
     PROBE_CHECK_CUDA(cudaEventDestroy(t1));
   }
