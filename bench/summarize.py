@@ -87,7 +87,7 @@ def main(path):
     # the LoRA rows.
     harness = [shape for shape in order if shape.startswith("harness_")]
     if harness:
-        print("\n| harness row (empty kernel, graph, L2 flushed) | us |")
+        print("\n| harness row (empty kernel, graph; L2 flushed unless warm_l2) | us |")
         print("|---|---|")
         for shape in harness:
             g = rows[shape].get("graph")
