@@ -1,26 +1,34 @@
 // bench_harness.cpp — the floor under the decode rows' times. The LoRA
 // decode goal (expand under 6 us) is measured as one graph launch between
 // two events with the L2 flushed before it; a ggemm launch with no work
-// takes ~4.4 us there (NOTES v0.7-v0.9). These rows time a kernel that does
-// nothing (PTX, JIT-loaded through the driver), one CTA per SM of 384
-// threads like ggemm's, from a CUDA graph, the same way:
+// takes ~4.5 us there (NOTES v0.7-v0.13). These rows time kernels that do
+// (next to) nothing (PTX, JIT-loaded through the driver), one CTA per SM of
+// 384 threads like ggemm's, from a CUDA graph, the same way:
 //   harness_null_kernel_smem_0/graph    no dynamic shared memory
 //   harness_null_kernel_smem_max/graph  the opt-in maximum, as ggemm's
 //                                       kernels take (the SMs must switch
 //                                       their L1 / shared-memory split after
-//                                       the flush's memset)
+//                                       the flush)
 //   harness_null_kernel_smem_max_warm_l2/graph  the same without the flush
 //                                       (beside the LoRA probes' warm-L2
 //                                       rows: what a cold L2 costs a launch)
-// so what ggemm adds over the harness, and what the shared-memory carve-out
-// costs, can be read off one run.
+//   harness_params_896_smem_max/graph   an empty kernel taking ggemm's 896
+//                                       bytes of parameters
+//   harness_load_chain_{1,3}_smem_max/graph  thread 0 of every CTA follows
+//                                       a chain of 1 or 3 dependent loads
+//                                       through cold memory: what each link
+//                                       of a kernel's start path costs
+// so what ggemm adds over the harness, and which part of its start is what,
+// can be read off one run (NOTES v0.13).
 #include "bench_harness.h"
 
 #include <benchmark/benchmark.h>
 #include <cuda.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,50 +40,128 @@ namespace {
 
 constexpr int kIterations = 20, kRepetitions = 5, kWarmup = 3;
 constexpr unsigned kThreads = 384;  // ggemm's sm_90a CTA: a producer and two consumer warpgroups
+constexpr unsigned kParamBytes = 896;  // sizeof(GroupedGemmParams)
 
 // Plain sm_90 (not sm_90a) PTX, so the driver also JIT-compiles it for later
 // architectures.
-constexpr char kNullPtx[] =
-    ".version 8.0\n"
-    ".target sm_90\n"
-    ".address_size 64\n"
+#define GGEMM_HARNESS_PTX_HEADER ".version 8.0\n.target sm_90\n.address_size 64\n"
+constexpr char kNullPtx[] = GGEMM_HARNESS_PTX_HEADER
     ".visible .entry ggemm_bench_null_kernel()\n"
     "{\n"
     "  ret;\n"
     "}\n";
+constexpr char kParamsPtx[] = GGEMM_HARNESS_PTX_HEADER
+    ".visible .entry ggemm_bench_params_kernel(.param .align 64 .b8 p_block[896])\n"
+    "{\n"
+    "  ret;\n"
+    "}\n";
+// Thread 0 loads the pointer at p_start, then the one that points to, and
+// so on, p_links times; the last value is stored only if it is 0 (it is
+// not), so no load can be dropped.
+constexpr char kLoadChainPtx[] = GGEMM_HARNESS_PTX_HEADER
+    ".visible .entry ggemm_bench_load_chain(.param .u64 p_start, .param .u32 p_links, .param .u64 p_sink)\n"
+    "{\n"
+    "  .reg .pred %p<3>;\n"
+    "  .reg .b32 %r<3>;\n"
+    "  .reg .b64 %rd<3>;\n"
+    "  mov.u32 %r1, %tid.x;\n"
+    "  setp.ne.u32 %p1, %r1, 0;\n"
+    "  @%p1 bra END;\n"
+    "  ld.param.u64 %rd1, [p_start];\n"
+    "  ld.param.u32 %r2, [p_links];\n"
+    "  ld.param.u64 %rd2, [p_sink];\n"
+    "LOOP:\n"
+    "  setp.eq.u32 %p2, %r2, 0;\n"
+    "  @%p2 bra DONE;\n"
+    "  ld.global.u64 %rd1, [%rd1];\n"
+    "  sub.u32 %r2, %r2, 1;\n"
+    "  bra LOOP;\n"
+    "DONE:\n"
+    "  setp.ne.u64 %p1, %rd1, 0;\n"
+    "  @%p1 bra END;\n"
+    "  st.global.u64 [%rd2], %rd1;\n"
+    "END:\n"
+    "  ret;\n"
+    "}\n";
+#undef GGEMM_HARNESS_PTX_HEADER
+
+enum class Kind { kNull, kParams, kLoadChain };
+
+struct Row {
+  const char* name;
+  Kind kind;
+  bool smem_max, warm_l2;
+  uint32_t links;  // kLoadChain
+};
+constexpr Row kRows[] = {
+    {"harness_null_kernel_smem_0/graph", Kind::kNull, false, false, 0},
+    {"harness_null_kernel_smem_max/graph", Kind::kNull, true, false, 0},
+    {"harness_null_kernel_smem_max_warm_l2/graph", Kind::kNull, true, true, 0},
+    {"harness_params_896_smem_max/graph", Kind::kParams, true, false, 0},
+    {"harness_load_chain_1_smem_max/graph", Kind::kLoadChain, true, false, 1},
+    {"harness_load_chain_3_smem_max/graph", Kind::kLoadChain, true, false, 3},
+};
+constexpr int kNumRows = static_cast<int>(sizeof kRows / sizeof kRows[0]);
+
+// The chain's links sit 64 KiB apart (separate lines and DRAM pages); the
+// last points back at the first.
+constexpr size_t kChainStride = 64 << 10, kChainLinks = 4;
 
 struct Harness {
   cudaStream_t stream = nullptr;
   L2Flusher* flusher = nullptr;
-  PtxKernel kernel;
-  cudaGraphExec_t graphs[2] = {nullptr, nullptr};  // [smem_max]
+  PtxKernel kernels[3];  // [Kind]
+  DeviceBuffer chain, sink;
+  cudaGraphExec_t graphs[kNumRows] = {};
   int smem_max = 0, sm_count = 0;
+  bool loaded = false;
   std::string error;  // why the rows cannot run ("" = they can)
 };
 Harness* g_harness = nullptr;
 
-// Loads the null kernel; "" or why not.
+// Loads the kernels and lays out the load chain; "" or why not.
 std::string load(Harness& h) {
-  std::string error = h.kernel.load(kNullPtx, "ggemm_bench_null_kernel");
-  if (!error.empty()) return error;
+  const char* ptx[3] = {kNullPtx, kParamsPtx, kLoadChainPtx};
+  const char* entry[3] = {"ggemm_bench_null_kernel", "ggemm_bench_params_kernel", "ggemm_bench_load_chain"};
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&h.smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&h.sm_count, cudaDevAttrMultiProcessorCount, device));
-  const CUresult r = h.kernel.set_max_dynamic_smem(h.smem_max);
-  if (r != CUDA_SUCCESS) return "cuFuncSetAttribute returned CUresult " + std::to_string(int(r));
+  for (int k = 0; k < 3; ++k) {
+    const std::string error = h.kernels[k].load(ptx[k], entry[k]);
+    if (!error.empty()) return error;
+    const CUresult r = h.kernels[k].set_max_dynamic_smem(h.smem_max);
+    if (r != CUDA_SUCCESS) return "cuFuncSetAttribute returned CUresult " + std::to_string(int(r));
+  }
+  h.chain = DeviceBuffer(kChainStride * kChainLinks);
+  h.sink = DeviceBuffer(8);
+  std::vector<uint8_t> host(h.chain.bytes(), 0);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(h.chain.get());
+  for (size_t i = 0; i < kChainLinks; ++i) {
+    const uint64_t next = base + (i + 1) % kChainLinks * kChainStride;
+    std::memcpy(&host[i * kChainStride], &next, sizeof next);
+  }
+  CUDA_CHECK(cudaMemcpy(h.chain.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+  h.loaded = true;
   return "";
 }
 
-// The graph of one null-kernel launch with `smem` bytes of dynamic shared
-// memory, captured on the harness stream.
-cudaGraphExec_t capture(Harness& h, unsigned smem) {
+// The graph of one launch of row `r`'s kernel, captured on the harness stream.
+cudaGraphExec_t capture(Harness& h, const Row& row) {
+  const unsigned smem = row.smem_max ? unsigned(h.smem_max) : 0u;
+  alignas(64) uint8_t param_block[kParamBytes] = {};
+  void* start = h.chain.get();
+  uint32_t links = row.links;
+  void* sink = h.sink.get();
+  void* chain_args[] = {&start, &links, &sink};
+  void* params_args[] = {param_block};
+  void** args = row.kind == Kind::kLoadChain ? chain_args : row.kind == Kind::kParams ? params_args : nullptr;
   cudaGraph_t graph;
   CUDA_CHECK(cudaStreamBeginCapture(h.stream, cudaStreamCaptureModeThreadLocal));
-  const CUresult r = h.kernel.launch(unsigned(h.sm_count), kThreads, smem, h.stream, nullptr);
+  const CUresult r = h.kernels[int(row.kind)].launch(unsigned(h.sm_count), kThreads, smem, h.stream, args);
   CUDA_CHECK(cudaStreamEndCapture(h.stream, &graph));
   if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "ggemm_bench: cuLaunchKernel of the null kernel returned CUresult %d\n", int(r));
+    std::fprintf(stderr, "ggemm_bench: cuLaunchKernel for %s returned CUresult %d\n", row.name, int(r));
     std::exit(1);
   }
   cudaGraphExec_t exec;
@@ -84,27 +170,28 @@ cudaGraphExec_t capture(Harness& h, unsigned smem) {
   return exec;
 }
 
-void bench_null_kernel(benchmark::State& state, bool smem_max, bool warm_l2) {
+void bench_row(benchmark::State& state, int index) {
   Harness& h = *g_harness;
-  if (h.error.empty() && !h.kernel.loaded()) h.error = load(h);
+  const Row& row = kRows[index];
+  if (h.error.empty() && !h.loaded) h.error = load(h);
   if (!h.error.empty()) {
     state.SkipWithError(h.error.c_str());
     return;
   }
-  cudaGraphExec_t& graph = h.graphs[smem_max];
-  if (!graph) graph = capture(h, smem_max ? unsigned(h.smem_max) : 0u);
+  cudaGraphExec_t& graph = h.graphs[index];
+  if (!graph) graph = capture(h, row);
   for (int i = 0; i < kWarmup; ++i) CUDA_CHECK(cudaGraphLaunch(graph, h.stream));
   CUDA_CHECK(cudaStreamSynchronize(h.stream));
   EventTimer timer;
   std::vector<double> ms;
   for (auto _ : state) {
     const float t =
-        timer.time(h.stream, warm_l2 ? nullptr : h.flusher, [&] { CUDA_CHECK(cudaGraphLaunch(graph, h.stream)); });
+        timer.time(h.stream, row.warm_l2 ? nullptr : h.flusher, [&] { CUDA_CHECK(cudaGraphLaunch(graph, h.stream)); });
     state.SetIterationTime(t * 1e-3);
     ms.push_back(t);
   }
   state.counters["us_median"] = median(ms) * 1e3;
-  state.counters["smem_bytes"] = smem_max ? h.smem_max : 0;
+  state.counters["smem_bytes"] = row.smem_max ? h.smem_max : 0;
 }
 
 }  // namespace
@@ -114,14 +201,8 @@ void register_harness_benchmarks(cudaStream_t stream, L2Flusher* flusher) {
   harness.stream = stream;
   harness.flusher = flusher;
   g_harness = &harness;
-  const struct {
-    const char* name;
-    bool smem_max, warm_l2;
-  } rows[] = {{"harness_null_kernel_smem_0/graph", false, false},
-              {"harness_null_kernel_smem_max/graph", true, false},
-              {"harness_null_kernel_smem_max_warm_l2/graph", true, true}};
-  for (const auto& row : rows) {
-    benchmark::RegisterBenchmark(row.name, bench_null_kernel, row.smem_max, row.warm_l2)
+  for (int i = 0; i < kNumRows; ++i) {
+    benchmark::RegisterBenchmark(kRows[i].name, bench_row, i)
         ->UseManualTime()
         ->Iterations(kIterations)
         ->Repetitions(kRepetitions)
@@ -136,7 +217,9 @@ void release_harness_benchmarks() {
     if (g) CUDA_CHECK(cudaGraphExecDestroy(g));
     g = nullptr;
   }
-  g_harness->kernel.unload();
+  for (PtxKernel& k : g_harness->kernels) k.unload();
+  g_harness->chain = DeviceBuffer();
+  g_harness->sink = DeviceBuffer();
 }
 
 }  // namespace ggemm::bench

@@ -1,5 +1,6 @@
 // bench_harness.h — what the timing harness itself costs (bench_harness.cpp):
-// an empty kernel timed exactly as the LoRA rows time ggemm.
+// an empty kernel timed exactly as the LoRA rows time ggemm, and the parts
+// of a kernel's start (its parameters, dependent loads from cold memory).
 #ifndef GGEMM_BENCH_BENCH_HARNESS_H
 #define GGEMM_BENCH_BENCH_HARNESS_H
 
@@ -9,11 +10,11 @@
 
 namespace ggemm::bench {
 
-// Registers "harness_null_kernel_smem_0/graph" and
-// "harness_null_kernel_smem_max/graph" (--benchmark_filter=harness).
+// Registers the "harness_*" rows (--benchmark_filter=harness; the list is
+// at the top of bench_harness.cpp).
 void register_harness_benchmarks(cudaStream_t stream, L2Flusher* flusher);
 
-// Frees their graphs and module; call before the stream is destroyed.
+// Frees their graphs, modules and buffers; call before the stream is destroyed.
 void release_harness_benchmarks();
 
 }  // namespace ggemm::bench
