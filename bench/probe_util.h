@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "ptx/cluster.h"
 #include "ptx/mbarrier.h"
 
 #define PROBE_CHECK_CUDA(x)                                                                    \
@@ -69,25 +70,34 @@ inline CUresult encode_k_sliced_bf16(decltype(&cuTensorMapEncodeTiled) encode, C
 }
 
 // The load probes' ring: `stages` slots, a full and an empty barrier each
-// (one arrival apiece: the producer's expect_tx, the drain's release). One
-// thread, before the CTA's barrier that publishes them.
-__device__ inline void probe_ring_init(uint64_t *full, uint64_t *empty, int stages) {
+// (the producer's expect_tx; the drains' releases: one, or one from each CTA
+// of a cluster whose loads multicast into the slot). One thread, before the
+// CTA's (or cluster's) barrier that publishes them.
+__device__ inline void probe_ring_init(uint64_t *full, uint64_t *empty, int stages, uint32_t empty_arrivals = 1) {
   for (int s = 0; s < stages; ++s) {
     ggemm::ptx::mbarrier_init(&full[s], 1);
-    ggemm::ptx::mbarrier_init(&empty[s], 1);
+    ggemm::ptx::mbarrier_init(&empty[s], empty_arrivals);
   }
   ggemm::ptx::fence_mbarrier_init();
 }
 
-// One thread frees each of `iters` stages as it lands, in ring order; returns
-// the nanoseconds from its first wait to its last release.
-__device__ inline unsigned long long probe_drain_timed(uint64_t *full, uint64_t *empty, int stages, int iters) {
+// One thread frees each of `iters` stages as it lands, in ring order (in a
+// cluster of `cluster` CTAs whose loads multicast into each other's slots:
+// on every CTA's empty barrier); returns the nanoseconds from its first wait
+// to its last release.
+__device__ inline unsigned long long probe_drain_timed(uint64_t *full, uint64_t *empty, int stages, int iters,
+                                                       uint32_t cluster = 1) {
   uint64_t start, end;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   for (int i = 0; i < iters; ++i) {
     const int s = i % stages;
     ggemm::ptx::mbarrier_wait_parity(&full[s], (i / stages) & 1);
-    ggemm::ptx::mbarrier_arrive(&empty[s]);
+    if (cluster == 1) {
+      ggemm::ptx::mbarrier_arrive(&empty[s]);
+    } else {
+      for (uint32_t r = 0; r < cluster; ++r)
+        ggemm::ptx::mbarrier_arrive_remote(ggemm::ptx::map_shared_to_rank(&empty[s], r));
+    }
   }
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(end));
   return end - start;

@@ -1,27 +1,33 @@
-// shrink_probe: what holds the LoRA shrink's stages back, and which stage
-// shape streams its bytes fastest (NOTES v0.11 item 3, v0.12).
+// shrink_probe: what holds the LoRA shrinks' stages back, and which stage
+// shape streams their bytes fastest (NOTES v0.11-v0.13).
 //
 // The M 4096, R 16 shrink runs 128 CTAs, each streaming its 32 token rows of
-// X [4096, 4096] (from DRAM) and its adapter's 48 weight rows of W
-// [8 x 48, 4096] (the same rows for the 16 CTAs of an adapter: L2 after the
-// first), one X box and one W box of two 64-wide K slices a stage, through a
-// ring of 7 stages. v0.11's run of this probe (ring 10) streamed those
-// stages, with no compute at all, at 391 ns each cold: the kernel's own
-// stage period (the trace: ~395 ns). So the shrink is as fast as its loads
-// stream, and the question is what streams them faster. X from DRAM is the
-// slow part (8 KB boxes: 358 ns a stage alone, 159 warm).
+// X [4096, 4096] (from DRAM) and its adapter's 48 weight rows of W (the same
+// rows for the 16 CTAs of an adapter: L2 after the first), one X box and one
+// W box of two 64-wide K slices a stage, through a ring of 10 stages. The
+// R 64 shrink runs 128 CTAs of 64 tokens x 128 weight rows (its 192 rows are
+// two column tiles, 128 + 64, each streaming X), one slice a stage, 8 stages:
+// 1.5 MB into each SM, 192 MB for the call, at ~330 ns a 24 KB stage (v0.13's
+// trace), the warm x+w rate of this probe (~10 TB/s into the SMs).
 //
-// Each row of the table is one launch shape, timed cold (L2 overwritten
-// before the launch, as the benchmark harness does) and warm (the same
-// launch once more right before): the stage's boxes (token rows x slices,
-// with or without the W box), the ring depth, the CTAs (a K split of 2 gives
-// 64-row tiles 128 CTAs), each CTA's own W rows or its adapter's, and the
-// X map's L2 promotion. The rows vary one thing at a time from the kernel's
-// shape: X box bytes at a fixed ~80 KB in flight, bytes in flight at a fixed
-// box, then the kernel's alternatives. One producer thread issues, one
-// consumer thread frees each stage as it lands; median CTA.
+// What v0.11-v0.13's runs of this probe settled (NOTES): the stages stream,
+// with no compute, at the kernels' own stage period; X's cold rate does not
+// change with box size, ring depth, L2 promotion or staggered K walks; it was
+// held at 2.9 TB/s by the flush's dirty lines, whose write-back the timed
+// call paid (3.8 TB/s after a clean flush). v0.13's question: is the R 64
+// shrink bound by what each SM takes in (then only fewer bytes per SM help:
+// wider or split tiles), or by what the L2 sends out (then W multicast to the
+// 2-4 CTAs of a cluster that share it, or X multicast to the pair of column
+// tiles that share it, would help)? The "mc" rows load each shared box in c
+// parts, one per CTA of a cluster, multicast to all c.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90a -I. bench/shrink_probe.cu -o shrink_probe && ./shrink_probe
+// Each row is one launch shape, timed cold (the L2 overwritten and, unless
+// "dirty", written back: as the benchmark harness flushes since v0.13) and
+// warm (the same launch once more right before). One producer thread issues,
+// one thread frees each stage as it lands (in every CTA of its cluster);
+// median CTA.
+//
+//   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I. bench/shrink_probe.cu -o shrink_probe && ./shrink_probe
 //   (scripts/h200_probe.sh shrink does this on the lent H200)
 //
 // Exit 77 (skipped) without an sm_90 GPU.
@@ -34,70 +40,108 @@
 #include <vector>
 
 #include "bench/probe_util.h"
+#include "ptx/cluster.h"
 #include "ptx/mbarrier.h"
 #include "ptx/tma.h"
 
 namespace {
 
-constexpr int kM = 4096, kK = 4096;        // X [kM, kK] bf16: 32 MB
-constexpr int kAdapters = 8, kWRows = 48;  // W [kAdapters * kWRows, kK]: 3 MB (R 16: 3R rows)
+constexpr int kM = 4096, kK = 4096;  // X [kM, kK] bf16: 32 MB
+constexpr int kAdapters = 8;         // 512 token rows each
+constexpr int kWRowsAllocated = 4096;  // W [kWRowsAllocated, kK]: room for every shape's rows
 constexpr int kMaxCtas = 256;
 constexpr int kMaxStages = 32;
+
+enum Multicast { kNone, kMulticastW, kMulticastX };
 
 // One launch shape.
 struct Shape {
   const char *name;
-  int token_rows;  // X box rows (a CTA's tokens)
-  int slices;      // 64-wide K slices per box
-  int stages;      // ring depth
+  int token_rows;      // a CTA's tokens (X box rows)
+  int w_rows;          // a CTA's weight rows (W box rows)
+  int adapter_w_rows;  // an adapter's weight rows (3R)
+  int col_tiles;       // CTAs per token tile, each w_rows of the adapter's rows
+  int slices;          // 64-wide K slices per box
+  int stages;          // ring depth
   int load_x, load_w;
-  int own_w;       // 1: each CTA its own W rows (no sharing), else its adapter's
-  int k_split;     // CTAs per token tile, each a K range
-  CUtensorMapL2promotion x_promotion;
-  int stagger;     // 1: CTA b starts its K walk b * 5 stages in (mod its stages), wrapping
-  int clean;       // 1: the cold flush also reads its buffer back, leaving the L2 clean
+  int cluster;         // CTAs per cluster sharing a box by multicast (1: none)
+  Multicast multicast; // which box they share: W (along token tiles) or X (along column tiles)
+  int dirty;           // 1: the cold flush leaves its dirty lines (the harness before v0.13)
 };
 
 // Kernel arguments derived from a Shape.
 struct Args {
-  int stages, slices, iters, k_split, ctas_per_adapter, token_rows, own_w, stagger;
-  uint32_t x_box, w_box;  // bytes; 0 = not loaded
+  int stages, slices, iters, token_rows, w_rows, adapter_w_rows, col_tiles, cluster, multicast;
+  uint32_t x_box, w_box;  // bytes a stage; 0 = not loaded
 };
 
 __global__ void __launch_bounds__(64, 1) shrink_probe_kernel(const __grid_constant__ CUtensorMap x_map,
-                                                            const __grid_constant__ CUtensorMap w_map, Args a,
+                                                            const __grid_constant__ CUtensorMap x_part_map,
+                                                            const __grid_constant__ CUtensorMap w_map,
+                                                            const __grid_constant__ CUtensorMap w_part_map, Args a,
                                                             unsigned long long *ns_per_cta) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const uint32_t stage_bytes = a.x_box + a.w_box;  // multiples of 1024 (16 rows x 128 B at least)
+  const uint32_t stage_bytes = a.x_box + a.w_box;  // multiples of 1024 (8 rows x 128 B at least)
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + a.stages * stage_bytes);
   uint64_t *empty = full + a.stages;
+  const int c = a.cluster;
   if (threadIdx.x == 0) {
-    probe_ring_init(full, empty, a.stages);
-    ggemm::ptx::prefetch_tensormap(&x_map);
-    ggemm::ptx::prefetch_tensormap(&w_map);
+    probe_ring_init(full, empty, a.stages, uint32_t(c));
+    ggemm::ptx::prefetch_tensormap(a.multicast == kMulticastX ? &x_part_map : &x_map);
+    ggemm::ptx::prefetch_tensormap(a.multicast == kMulticastW ? &w_part_map : &w_map);
   }
-  __syncthreads();
-  const int tile = int(blockIdx.x) / a.k_split;
-  const int first_slice = int(blockIdx.x) % a.k_split * a.iters * a.slices;
-  const int x_row = tile * a.token_rows;
-  const int w_row = (a.own_w ? int(blockIdx.x) : int(blockIdx.x) / a.ctas_per_adapter) * kWRows;
+  if (c > 1) {
+    ggemm::ptx::cluster_sync();  // the peers' barriers are initialised before any multicast reaches them
+  } else {
+    __syncthreads();
+  }
+  // Which token tile and column tile: the c CTAs of a cluster (consecutive
+  // blocks) hold consecutive token tiles of one column tile when they share
+  // W, the column tiles of one token tile when they share X.
+  const int rank = c > 1 ? int(ggemm::ptx::cluster_ctarank()) : 0;
+  int token_tile, col;
+  if (a.multicast == kMulticastX) {
+    token_tile = int(blockIdx.x) / a.col_tiles, col = int(blockIdx.x) % a.col_tiles;
+  } else {
+    const int per_group = a.col_tiles * c, group = int(blockIdx.x) / per_group, rem = int(blockIdx.x) % per_group;
+    col = rem / c, token_tile = group * c + rem % c;
+  }
+  const int x_row = token_tile * a.token_rows;
+  const int adapter = x_row / (kM / kAdapters);
+  const int w_row = adapter * a.adapter_w_rows + col * a.w_rows;
+  const uint16_t mask = uint16_t((1u << c) - 1);
   if (threadIdx.x == 0) {
     for (int i = 0; i < a.iters; ++i) {
       const int s = i % a.stages;
       ggemm::ptx::mbarrier_wait_parity(&empty[s], ((i / a.stages) & 1) ^ 1);
-      ggemm::ptx::mbarrier_arrive_expect_tx(&full[s], stage_bytes);
+      ggemm::ptx::mbarrier_arrive_expect_tx(&full[s], stage_bytes);  // every part lands in every CTA
       uint8_t *stage = smem + s * stage_bytes;
       // 3-D views {64, rows, K / 64}: coordinates (0, row, first slice).
-      // Staggered: CTAs read different K columns at the same moment, so their
-      // addresses are not all congruent modulo X's 8 KB row pitch.
-      const int step = a.stagger ? (i + int(blockIdx.x) * 5) % a.iters : i;
-      const int slice = first_slice + step * a.slices;
-      if (a.x_box) ggemm::ptx::tma_load_3d(stage, &x_map, &full[s], 0, x_row, slice);
-      if (a.w_box) ggemm::ptx::tma_load_3d(stage + a.x_box, &w_map, &full[s], 0, w_row, slice);
+      const int slice = i * a.slices;
+      if (a.x_box) {
+        if (a.multicast == kMulticastX)
+          ggemm::ptx::tma_load_3d_multicast(stage + rank * (a.x_box / c), &x_part_map, &full[s], 0,
+                                            x_row + rank * (a.token_rows / c), slice, mask);
+        else
+          ggemm::ptx::tma_load_3d(stage, &x_map, &full[s], 0, x_row, slice);
+      }
+      if (a.w_box) {
+        if (a.multicast == kMulticastW)
+          ggemm::ptx::tma_load_3d_multicast(stage + a.x_box + rank * (a.w_box / c), &w_part_map, &full[s], 0,
+                                            w_row + rank * (a.w_rows / c), slice, mask);
+        else
+          ggemm::ptx::tma_load_3d(stage + a.x_box, &w_map, &full[s], 0, w_row, slice);
+      }
     }
   } else if (threadIdx.x == 32) {
-    ns_per_cta[blockIdx.x] = probe_drain_timed(full, empty, a.stages, a.iters);
+    ns_per_cta[blockIdx.x] = probe_drain_timed(full, empty, a.stages, a.iters, uint32_t(c));
+  }
+  if (c > 1) {
+    // No CTA leaves while a peer may still multicast into it or arrive on
+    // its barriers.
+    __syncwarp();
+    ggemm::ptx::cluster_sync();
   }
 }
 
@@ -116,25 +160,16 @@ decltype(&cuTensorMapEncodeTiled) encode_tiled = nullptr;
 
 // A [rows, kK] bf16 tensor in the kernels' K-sliced view {64, rows, K / 64},
 // boxes of box_rows rows by `slices` slices.
-CUtensorMap sliced_map(const void *base, int rows, int box_rows, int slices, CUtensorMapL2promotion promotion) {
+CUtensorMap sliced_map(const void *base, int rows, int box_rows, int slices) {
   CUtensorMap map;
   const CUresult r =
-      encode_k_sliced_bf16(encode_tiled, &map, base, uint64_t(rows), kK, uint32_t(box_rows), uint32_t(slices), promotion);
+      encode_k_sliced_bf16(encode_tiled, &map, base, uint64_t(rows), kK, uint32_t(box_rows), uint32_t(slices));
   if (r != CUDA_SUCCESS) {
     std::fprintf(stderr, "tensor map refused (%d rows, box %d x %d slices): CUresult %d\n", rows, box_rows, slices,
                  int(r));
     std::exit(1);
   }
   return map;
-}
-
-const char *promotion_name(CUtensorMapL2promotion p) {
-  switch (p) {
-    case CU_TENSOR_MAP_L2_PROMOTION_NONE: return "none";
-    case CU_TENSOR_MAP_L2_PROMOTION_L2_64B: return "64B";
-    case CU_TENSOR_MAP_L2_PROMOTION_L2_128B: return "128B";
-    default: return "256B";
-  }
 }
 
 }  // namespace
@@ -144,7 +179,7 @@ int main() {
   encode_tiled = tensor_map_encoder("shrink_probe");
   void *x = nullptr, *w = nullptr, *flush = nullptr;
   unsigned long long *d_ns = nullptr;
-  const size_t x_bytes = size_t(kM) * kK * 2, w_bytes = size_t(kMaxCtas) * kWRows * kK * 2;  // W: room for own rows
+  const size_t x_bytes = size_t(kM) * kK * 2, w_bytes = size_t(kWRowsAllocated) * kK * 2;
   const size_t flush_bytes = 2 * size_t(prop.l2CacheSize);
   PROBE_CHECK_CUDA(cudaMalloc(&x, x_bytes));
   PROBE_CHECK_CUDA(cudaMalloc(&w, w_bytes));
@@ -155,79 +190,80 @@ int main() {
   const int smem_max = int(prop.sharedMemPerBlockOptin);
   PROBE_CHECK_CUDA(cudaFuncSetAttribute(shrink_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
 
-  constexpr CUtensorMapL2promotion k256 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  // name, tokens, W rows, adapter's W rows, column tiles, slices, ring, x, w, cluster, multicast, dirty
   const Shape shapes[] = {
-      // The kernel's shape (v0.12: ring 7), and v0.11's ring 10.
-      {"kernel: x+w 32x2", 32, 2, 7, 1, 1, 0, 1, k256},
-      {"x+w 32x2 ring 10", 32, 2, 10, 1, 1, 0, 1, k256},
-      // X alone: box bytes at ~64-80 KB in flight.
-      {"x 32x1 ring 20", 32, 1, 20, 1, 0, 0, 1, k256},
-      {"x 32x2 ring 10", 32, 2, 10, 1, 0, 0, 1, k256},
-      {"x 32x4 ring 5", 32, 4, 5, 1, 0, 0, 1, k256},
-      {"x 32x8 ring 2", 32, 8, 2, 1, 0, 0, 1, k256},
-      // X alone: bytes in flight at 8 KB boxes.
-      {"x 32x2 ring 4", 32, 2, 4, 1, 0, 0, 1, k256},
-      {"x 32x2 ring 7", 32, 2, 7, 1, 0, 0, 1, k256},
-      {"x 32x2 ring 16", 32, 2, 16, 1, 0, 0, 1, k256},
-      {"x 32x2 ring 24", 32, 2, 24, 1, 0, 0, 1, k256},
-      // X alone: L2 promotion.
-      {"x 32x2 ring 10 prom", 32, 2, 10, 1, 0, 0, 1, CU_TENSOR_MAP_L2_PROMOTION_NONE},
-      {"x 32x2 ring 10 prom", 32, 2, 10, 1, 0, 0, 1, CU_TENSOR_MAP_L2_PROMOTION_L2_128B},
-      // The kernel's alternatives: 4 slices; 64-row tiles split over K.
-      {"x+w 32x4 ring 4", 32, 4, 4, 1, 1, 0, 1, k256},
-      {"x+w 64x2 split 2 r 5", 64, 2, 5, 1, 1, 0, 2, k256},
-      {"x 64x2 split 2 r 10", 64, 2, 10, 1, 0, 0, 2, k256},
-      {"x+w own 32x2 ring 7", 32, 2, 7, 1, 1, 1, 1, k256},
-      // Every CTA at a different K column (v0.13): DRAM channel camping?
-      {"x 32x2 ring 10 stagger", 32, 2, 10, 1, 0, 0, 1, k256, 1},
-      {"kernel stagger", 32, 2, 7, 1, 1, 0, 1, k256, 1},
-      {"x 32x4 ring 5 stagger", 32, 4, 5, 1, 0, 0, 1, k256, 1},
-      // The flush's dirty lines written back before the launch (v0.13): how
-      // much of the cold rate was their write-back?
-      {"kernel clean", 32, 2, 7, 1, 1, 0, 1, k256, 0, 1},
-      {"x+w 32x2 ring 10 clean", 32, 2, 10, 1, 1, 0, 1, k256, 0, 1},
-      {"x 32x2 ring 10 clean", 32, 2, 10, 1, 0, 0, 1, k256, 0, 1},
-      {"x 32x4 ring 5 clean", 32, 4, 5, 1, 0, 0, 1, k256, 0, 1},
+      // R 16: the kernel's stage (v0.13: 10 stages), with the old flush, X alone.
+      {"r16 kernel", 32, 48, 48, 1, 2, 10, 1, 1, 1, kNone, 0},
+      {"r16 kernel dirty", 32, 48, 48, 1, 2, 10, 1, 1, 1, kNone, 1},
+      {"r16 x alone", 32, 48, 48, 1, 2, 10, 1, 0, 1, kNone, 0},
+      {"r16 x alone 32x4", 32, 48, 48, 1, 4, 5, 1, 0, 1, kNone, 0},
+      // R 16: W multicast to the 2 / 4 CTAs (token tiles) that share it.
+      {"r16 w mc 2", 32, 48, 48, 1, 2, 10, 1, 1, 2, kMulticastW, 0},
+      {"r16 w mc 4", 32, 48, 48, 1, 2, 10, 1, 1, 4, kMulticastW, 0},
+      // R 64: the kernel's stage (64 tokens x 128 of 192 rows, 2 column tiles).
+      {"r64 kernel", 64, 128, 192, 2, 1, 8, 1, 1, 1, kNone, 0},
+      {"r64 w alone", 64, 128, 192, 2, 1, 8, 0, 1, 1, kNone, 0},
+      {"r64 x alone", 64, 128, 192, 2, 1, 8, 1, 0, 1, kNone, 0},
+      {"r64 2 slices", 64, 128, 192, 2, 2, 4, 1, 1, 1, kNone, 0},
+      // R 64: W multicast along token tiles; X multicast to its column pair.
+      {"r64 w mc 2", 64, 128, 192, 2, 1, 8, 1, 1, 2, kMulticastW, 0},
+      {"r64 w mc 4", 64, 128, 192, 2, 1, 8, 1, 1, 4, kMulticastW, 0},
+      {"r64 x mc 2 (pair)", 64, 128, 192, 2, 1, 8, 1, 1, 2, kMulticastX, 0},
   };
 
-  std::printf("shrink_probe on %s: X [%d, %d] and W [%d x %d, %d] bf16, K-sliced boxes (rows x 64-wide slices);\n"
-              "median CTA: ns per stage, GB/s per SM, TB/s over the CTAs\n",
-              prop.name, kM, kK, kAdapters, kWRows, kK);
-  std::printf("%-22s %5s %6s %8s %8s %6s | %8s %7s %7s | %8s %7s %7s\n", "shape", "ctas", "stage", "in fl", "x L2",
+  std::printf("shrink_probe on %s: X [%d, %d] bf16 and each adapter's W rows, K-sliced boxes (rows x 64-wide slices);\n"
+              "median CTA: ns per stage, GB/s into each SM, TB/s into all; cold = L2 flushed (and written back\n"
+              "unless dirty), warm = the same launch just before\n",
+              prop.name, kM, kK);
+  std::printf("%-18s %5s %3s %6s %8s %6s | %8s %7s %7s | %8s %7s %7s\n", "shape", "ctas", "mc", "stage", "in fl",
               "iters", "cold ns", "GB/s/SM", "TB/s", "warm ns", "GB/s/SM", "TB/s");
   for (const Shape &sh : shapes) {
     Args a{};
-    a.stages = sh.stages, a.slices = sh.slices, a.k_split = sh.k_split, a.token_rows = sh.token_rows,
-    a.own_w = sh.own_w, a.stagger = sh.stagger;
-    a.iters = kK / (64 * sh.slices) / sh.k_split;
-    const int ctas = kM / sh.token_rows * sh.k_split;
-    a.ctas_per_adapter = ctas / kAdapters;
+    a.stages = sh.stages, a.slices = sh.slices, a.token_rows = sh.token_rows, a.w_rows = sh.w_rows,
+    a.adapter_w_rows = sh.adapter_w_rows, a.col_tiles = sh.col_tiles, a.cluster = sh.cluster,
+    a.multicast = sh.multicast;
+    a.iters = kK / (64 * sh.slices);
+    const int ctas = kM / sh.token_rows * sh.col_tiles;
     a.x_box = sh.load_x ? uint32_t(sh.token_rows * 128 * sh.slices) : 0;
-    a.w_box = sh.load_w ? uint32_t(kWRows * 128 * sh.slices) : 0;
+    a.w_box = sh.load_w ? uint32_t(sh.w_rows * 128 * sh.slices) : 0;
     const uint32_t stage_bytes = a.x_box + a.w_box;
     const int smem = int(sh.stages * stage_bytes + 16 * sh.stages + 1024);
-    if (ctas > kMaxCtas || sh.stages > kMaxStages || smem > smem_max) {
-      std::printf("%-22s does not fit (%d CTAs, %d B of shared memory)\n", sh.name, ctas, smem);
+    if (ctas > kMaxCtas || sh.stages > kMaxStages || smem > smem_max || ctas % sh.cluster != 0) {
+      std::printf("%-18s does not fit (%d CTAs, %d B of shared memory)\n", sh.name, ctas, smem);
       continue;
     }
-    const CUtensorMap x_map = sliced_map(x, kM, sh.token_rows, sh.slices, sh.x_promotion);
-    const CUtensorMap w_map = sliced_map(w, kMaxCtas * kWRows, kWRows, sh.slices, k256);
+    // The shared box's parts: 1 / cluster of its rows each (at 1024-byte
+    // multiples in the stage for every shape above).
+    const int x_part_rows = sh.multicast == kMulticastX ? sh.token_rows / sh.cluster : sh.token_rows;
+    const int w_part_rows = sh.multicast == kMulticastW ? sh.w_rows / sh.cluster : sh.w_rows;
+    const CUtensorMap x_map = sliced_map(x, kM, sh.token_rows, sh.slices);
+    const CUtensorMap x_part_map = sliced_map(x, kM, x_part_rows, sh.slices);
+    const CUtensorMap w_map = sliced_map(w, kWRowsAllocated, sh.w_rows, sh.slices);
+    const CUtensorMap w_part_map = sliced_map(w, kWRowsAllocated, w_part_rows, sh.slices);
+    cudaLaunchAttribute cluster_attr{};
+    cluster_attr.id = cudaLaunchAttributeClusterDimension;
+    cluster_attr.val.clusterDim.x = unsigned(sh.cluster), cluster_attr.val.clusterDim.y = 1;
+    cluster_attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(ctas)), cfg.blockDim = dim3(64), cfg.dynamicSmemBytes = size_t(smem);
+    cfg.attrs = &cluster_attr, cfg.numAttrs = sh.cluster > 1 ? 1 : 0;
+    auto launch = [&] {
+      PROBE_CHECK_CUDA(cudaLaunchKernelEx(&cfg, shrink_probe_kernel, x_map, x_part_map, w_map, w_part_map, a, d_ns));
+    };
     double stage_ns[2];
     for (bool warm : {false, true}) {
       std::vector<double> medians;
       for (int rep = 0; rep < 3; ++rep) {
-        // Cold: L2 overwritten first (leaving dirty lines, as the benchmark
-        // harness does); warm: the same launch once more before the timed one.
         if (warm) {
-          shrink_probe_kernel<<<ctas, 64, smem>>>(x_map, w_map, a, d_ns);
+          launch();
         } else {
           PROBE_CHECK_CUDA(cudaMemset(flush, rep, flush_bytes));
-          if (sh.clean)
+          if (!sh.dirty)
             plain_read_kernel<<<prop.multiProcessorCount * 2, 1024>>>(static_cast<const uint4 *>(flush),
                                                                         flush_bytes / 16,
                                                                         reinterpret_cast<unsigned *>(d_ns));
         }
-        shrink_probe_kernel<<<ctas, 64, smem>>>(x_map, w_map, a, d_ns);
+        launch();
         PROBE_CHECK_CUDA(cudaGetLastError());
         PROBE_CHECK_CUDA(cudaDeviceSynchronize());
         std::vector<unsigned long long> ns(ctas);
@@ -238,8 +274,8 @@ int main() {
       std::sort(medians.begin(), medians.end());
       stage_ns[warm] = medians[1] / a.iters;
     }
-    std::printf("%-22s %5d %5uK %7uK %8s %6d | %8.1f %7.1f %7.2f | %8.1f %7.1f %7.2f\n", sh.name, ctas,
-                stage_bytes / 1024, stage_bytes * sh.stages / 1024, promotion_name(sh.x_promotion), a.iters,
+    std::printf("%-18s %5d %3d %5uK %7uK %6d | %8.1f %7.1f %7.2f | %8.1f %7.1f %7.2f\n", sh.name, ctas,
+                sh.multicast == kNone ? 1 : sh.cluster, stage_bytes / 1024, stage_bytes * sh.stages / 1024, a.iters,
                 stage_ns[0], stage_bytes / stage_ns[0], stage_bytes / stage_ns[0] * ctas / 1000.0, stage_ns[1],
                 stage_bytes / stage_ns[1], stage_bytes / stage_ns[1] * ctas / 1000.0);
   }

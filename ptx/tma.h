@@ -97,6 +97,18 @@ GGEMM_DEVICE void tma_load_2d_multicast(void *smem_dst, const CUtensorMap *map, 
       : "memory");
 }
 
+// cp.async.bulk.tensor.3d ... .multicast::cluster — tma_load_3d's box landing
+// at the same shared-memory offset in every CTA of the cluster whose bit is
+// set in `cta_mask`, as tma_load_2d_multicast.
+GGEMM_DEVICE void tma_load_3d_multicast(void *smem_dst, const CUtensorMap *map, uint64_t *bar, int32_t c0,
+                                        int32_t c1, int32_t c2, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4, %5}], [%2], %6;" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(cta_mask)
+      : "memory");
+}
+
 // cp.async.bulk.tensor.2d shared -> global, in the calling thread's bulk
 // group. Elements out of the tensor's bounds are not written. The shared
 // memory must have been fenced (fence_proxy_async_shared_cta) by its writers.

@@ -17,7 +17,7 @@ src=bench/${name}_probe.cu
 out=${OUT:-$PWD/h200_out}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
-nvcc -std=c++17 -O3 -arch=sm_90a -I. "$src" -o "$out/${name}_probe.bin" || { echo "COMPILE FAILED"; exit 1; }
+nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I. "$src" -o "$out/${name}_probe.bin" || { echo "COMPILE FAILED"; exit 1; }
 "$out/${name}_probe.bin" | tee "$out/${name}_probe.txt"
 rc=${PIPESTATUS[0]}
 rm -f "$out/${name}_probe.bin"

@@ -8,5 +8,5 @@ set -uo pipefail
 nvcc=$1 src=$2 probe=$3
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$nvcc" -std=c++17 -O3 -arch=sm_90a -Werror all-warnings -I"$src" "$src/$probe" -o "$out/probe" || exit 1
+"$nvcc" -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Werror all-warnings -I"$src" "$src/$probe" -o "$out/probe" || exit 1
 "$out/probe"
