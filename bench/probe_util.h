@@ -59,14 +59,14 @@ inline decltype(&cuTensorMapEncodeTiled) tensor_map_encoder(const char *probe) {
 // {64, rows, k / 64}, a row k * 2 bytes apart, a slice 128; boxes
 // {64, box_rows, slices} (box_rows rows of `slices` 64-wide slices of K).
 inline CUresult encode_k_sliced_bf16(decltype(&cuTensorMapEncodeTiled) encode, CUtensorMap *map, const void *base,
-                                     uint64_t rows, uint64_t k, uint32_t box_rows, uint32_t slices,
-                                     CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
+                                     uint64_t rows, uint64_t k, uint32_t box_rows, uint32_t slices) {
   const cuuint64_t dims[3] = {64, rows, k / 64};
   const cuuint64_t strides[2] = {k * 2, 128};
   const cuuint32_t box[3] = {64, box_rows, slices};
   const cuuint32_t elem[3] = {1, 1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims, strides, box, elem,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 // The load probes' ring: `stages` slots, a full and an empty barrier each
