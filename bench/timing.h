@@ -22,11 +22,11 @@ namespace ggemm::bench {
 // write-back to DRAM as it allocates lines: up to the L2's 50-60 MB of
 // write traffic charged to whichever call runs next (~12 us at copy
 // bandwidth; NOTES v0.13: the LoRA shrink's 32 MB read ran 19.2 us after
-// the memset alone, 16.7 after this flush). So after the
-// memset a read sweep of the same buffer writes those lines back and leaves
-// the L2 full of clean, unrelated lines: the flush's cost stays in the
-// untimed flush. GGEMM_BENCH_L2_FLUSH=dirty keeps the memset alone (the
-// figures before v0.13).
+// the memset alone, 16.7 after this flush). So after the memset a read
+// sweep of the same buffer writes those lines back and leaves the L2 full
+// of clean, unrelated lines: the flush's cost stays in the untimed flush.
+// GGEMM_BENCH_L2_FLUSH=dirty keeps the memset alone (the figures before
+// v0.13).
 class L2Flusher {
  public:
   L2Flusher() {

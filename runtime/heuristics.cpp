@@ -267,7 +267,7 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   // One multiplying consumer warpgroup when N <= 64 (K-major weights, no
   // cluster): the second one's rows would all lie past N, and its 64 guard
   // rows per stage go to the pipeline (weights_stage_rows; the LoRA shrink
-  // R 16: 7 -> 9 stages).
+  // R 16: 7 -> 10 stages, NOTES v0.13).
   c.consumer_warpgroups = shape.transpose_b && c.cluster_m == 1 && shape.n <= 64 ? 1 : 2;
   // K-sliced stages: several 64-wide slices of K per stage, one TMA box per
   // operand, where K-major weights, no cluster and K a multiple of 64 allow

@@ -3,9 +3,9 @@
 #   tma  what one SM's TMA loads cost by box shape (bench/tma_probe.cu, ~30 s)
 #   mma  whether wgmma's rate from shared memory drops under TMA loads or
 #        epilogue staging on the same SM (bench/mma_probe.cu, NOTES v0.10)
-#   shrink  the LoRA shrink's stages, box by box, cold and warm, and which stage
-#        shape (box rows x slices, ring depth, K split) streams them fastest
-#        (bench/shrink_probe.cu, NOTES v0.11-v0.12; ~30 s)
+#   shrink  the LoRA shrinks' stages (R 16 and R 64), cold and warm, and
+#        whether sharing a box by multicast in clusters streams them faster
+#        (bench/shrink_probe.cu, NOTES v0.11-v0.13; ~30 s)
 # The table goes to stdout and $OUT/<name>_probe.txt.
 #
 #   scripts/h200_probe.sh tma|mma|shrink
