@@ -63,6 +63,17 @@ struct ArchRules {
 // ~75 GB/s per SM, past DRAM's share with 132 SMs busy.
 constexpr uint32_t kMinStageBytes = 20 * 1024;
 
+// With K short enough to fit the ring whole (LoRA expand, K = rank), a ring
+// deeper than a few tiles' stages only delays the start: every stage is two
+// barrier inits, ~12 cycles each in a row at kernel entry (clock probe, NOTES
+// v0.14: 1400 cycles to the first load at the decode expand's 32 stages, 760
+// at 6). The producer runs ahead by whole tiles, so a ring of
+// kShortKStageCap stages (or two tiles' stages) still covers a load's trip.
+constexpr uint32_t kShortKStageCap = 8;
+constexpr uint32_t short_k_stage_cap(int64_t k_iters) {
+  return k_iters * 2 > int64_t(kShortKStageCap) ? uint32_t(k_iters * 2) : kShortKStageCap;
+}
+
 // sm_90a: ptx/sm90/kernel_table.h instantiates 256 for 16-bit outputs only,
 // and 256 has no registers left for accumulate.
 constexpr ArchRules kSm90Rules{Arch::kSm90a, "sm_90a", "wgmma", 64, GGEMM_SM90_MAX_TILE_M(4),
@@ -312,7 +323,7 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
                                          c.k_slices, c.weights_box_rows, c.consumer_warpgroups);
   if (fit2 >= 2 && k_iters <= int64_t(fit2) && (c.stages == 0 || c.stages <= fit2)) {
     c.staging_buffers = 2;
-    if (c.stages == 0) c.stages = fit2;
+    if (c.stages == 0) c.stages = std::min(fit2, short_k_stage_cap(k_iters));
   } else if (c.stages == 0) {
     c.stages = fit;
   } else if (c.stages > fit || c.stages < 2) {

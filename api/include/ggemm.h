@@ -149,7 +149,10 @@ typedef struct ggemm_config {
   int cta_group;      /* 1; 2 (a cluster of two SMs sharing each MMA over 256
                          weight rows, tile_m 32 or more) is sm_100a only;
                          automatic = 1 */
-  int stages;         /* pipeline depth; 0 = as many as shared memory holds */
+  int stages;         /* pipeline depth; 0 = as many as shared memory holds
+                         (sm_90a: when the whole K fits in the ring, at most
+                         8 or two tiles' k-steps; each stage costs barrier
+                         setup at kernel entry) */
   int a_swizzle;      /* bytes: 128, 64 or 32 (activations) */
   int b_swizzle;      /* bytes: 128, 64 or 32 (weights); equal to a_swizzle */
 } ggemm_config;
