@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One device call: where a launch spends its first cycles. Applies
+# bench/experiments/sm90_clock_probe.patch to a copy of the tree (CTA 0 and
+# the last CTA printf their clock64 cycles from entry to the last barrier
+# init, to the CTA-wide sync and to the end, and %globaltimer at entry and
+# end), builds the trace configuration (spills allowed; printf serialises
+# the wgmmas, so only the prologue cycles mean anything) and prints the
+# means over every call of four benchmark rows (NOTES v0.14, ~2 min).
+#
+#   OUT=/tmp/o scripts/h200_clock_probe.sh
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/h200_out}; mkdir -p "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH
+t=/tmp/clk; rm -rf $t; mkdir -p $t
+git ls-files -co --exclude-standard -z | xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh | xargs -0 cp --parents -t $t
+(cd $t && patch -p1 -s < bench/experiments/sm90_clock_probe.patch) || exit 1
+cmake -S $t -B $t/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGEMM_TRACE=ON > $OUT/clk_cfg.txt 2>&1
+cmake --build $t/build --target ggemm_bench > $OUT/clk_build.txt 2>&1 || { tail -20 $OUT/clk_build.txt; exit 1; }
+for f in 'decode_m64_g8_r16_probe_no_groups_warm_l2/ggemm_graph' 'lora_expand_qkv_llama3_8b_decode_m64_g8_r16/ggemm_graph' 'lora_shrink_qkv_llama3_8b_decode_m64_g8_r16/ggemm_graph' 'lora_expand_qkv_llama3_8b_m4096_g8_r16/ggemm_graph'; do
+  $t/build/bench/ggemm_bench --benchmark_filter="$f" > $OUT/clk_run.txt 2>&1
+  echo "== $f: $(grep -m1 'manual_time_median' $OUT/clk_run.txt | awk '{print $2, $3}')"
+  grep PROBE $OUT/clk_run.txt | awk '{c[$3]++; i[$3]+=$7; s[$3]+=$9; e[$3]+=$11; st=$5} END {for (k in c) printf "cta %s: n %d stages %s mean inits %.0f sync %.0f end %.0f cycles\n", k, c[k], st, i[k]/c[k], s[k]/c[k], e[k]/c[k]}'
+  # launch skew: entry of last CTA minus CTA 0 (pairs in order)
+  grep PROBE $OUT/clk_run.txt | awk 'function lo(x) {return substr(x, length(x)-8)+0} $3==0 {g0=lo($15); e0=lo($17)} $3!=0 && g0 {printf "%d %d %d\n", lo($15)-g0, lo($17)-e0, e0-g0; g0=0}' | sort -n | awk '{a[NR]=$0} END {print "entry skew, end skew, cta0 span (ns), median:", a[int(NR/2)+1]}'
+done
