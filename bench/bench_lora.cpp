@@ -48,6 +48,9 @@ namespace {
 constexpr int kIterations = 20;
 constexpr int kRepetitions = 5;
 constexpr int kWarmup = 3;
+// In-stream figures (us_in_stream): 20 calls, each after a flush, against
+// the 20 flushes alone, both timed 3 times per repetition.
+constexpr int kInStreamCalls = 20, kInStreamReps = 3;
 constexpr double kDecodeExpandGoalUs = 6.0;
 
 enum class LoraOp { kExpand, kShrink };
@@ -495,6 +498,15 @@ void bench_lora(benchmark::State& state, int shape_index, LoraImpl impl) {
   state.counters["TFLOP/s"] = p.flops() / sec * 1e-12;
   state.counters["frac_floor"] = s.env.ceilings.floor_seconds(p.flops(), p.bytes()) / sec;
   state.counters["groups"] = p.used_groups;
+  // The same call in a busy stream (timing.h, in_stream_ms): beside the
+  // lone call's time, not instead of it.
+  const double in_stream_sec =
+      in_stream_ms(s.env.stream, p.shape.warm_l2 ? nullptr : s.env.flusher, kInStreamCalls, kInStreamReps,
+                   [&] { err = enqueue(s, impl); }) * 1e-3;
+  if (err.empty() && in_stream_sec > 0) {
+    state.counters["us_in_stream"] = in_stream_sec * 1e6;
+    state.counters["frac_copy_in_stream"] = p.bytes() / in_stream_sec / s.env.ceilings.copy_bytes_per_s;
+  }
   if (p.shape.decode_goal) {
     state.counters["goal_us"] = kDecodeExpandGoalUs;
     state.counters["meets_goal"] = sec * 1e6 < kDecodeExpandGoalUs ? 1 : 0;

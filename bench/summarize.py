@@ -71,27 +71,46 @@ def main(path):
             ot = f"{o['us_median']:.1f} | {o['frac_copy']:.2f}" if o else "- | -"
             vs = f"{o['us_median'] / best['us_median']:.2f}x" if best and o else "-"
             print(f"| {shape} | {gt} | {ggt} | {ot} | {vs} |")
+        # The same calls in a busy stream (timing.h, in_stream_ms): 20 calls
+        # back to back, each after a flush, less the flushes alone; only in
+        # runs that recorded it (v0.14 on).
+        busy = [s for s in lora if "_probe_" not in s and "us_in_stream" in rows[s].get("ggemm_graph", {})]
+        if busy:
+            print("\n| LoRA shape, in a busy stream | ggemm graph us | of copy bw | "
+                  "cuBLAS loop (graph) us | loop of copy bw | vs loop |")
+            print("|---|---|---|---|---|---|")
+            for shape in busy:
+                gg, o = rows[shape]["ggemm_graph"], rows[shape].get("cublas_loop_graph")
+                ot = (f"{o['us_in_stream']:.1f} | {o['frac_copy_in_stream']:.2f} | "
+                      f"{o['us_in_stream'] / gg['us_in_stream']:.2f}x" if o and "us_in_stream" in o else "- | - | -")
+                print(f"| {shape} | {gg['us_in_stream']:.1f} | {gg['frac_copy_in_stream']:.2f} | {ot} |")
         # Probe rows (bench_lora.cpp, --benchmark_filter=probe): parts of a
         # call taken away, beside cudaMemsetAsync of the same outputs.
         probes = [shape for shape in lora if "_probe_" in shape]
         if probes:
-            print("\n| probe | ggemm graph us | cudaMemsetAsync of the outputs us |")
-            print("|---|---|---|")
+            print("\n| probe | ggemm graph us | in a busy stream us | cudaMemsetAsync of the outputs us | "
+                  "memset in a busy stream us |")
+            print("|---|---|---|---|---|")
+
+            def cells(b):
+                if not b:
+                    return "- | -"
+                busy_t = f"{b['us_in_stream']:.1f}" if "us_in_stream" in b else "-"
+                return f"{b['us_median']:.1f} | {busy_t}"
             for shape in probes:
                 r = rows[shape]
-                gg, mo = r.get("ggemm_graph"), r.get("memset_outputs")
-                print(f"| {shape} | {gg['us_median']:.1f} | " + (f"{mo['us_median']:.1f} |" if mo else "- |")
-                      if gg else f"| {shape} | - | - |")
+                print(f"| {shape} | {cells(r.get('ggemm_graph'))} | {cells(r.get('memset_outputs'))} |")
 
     # The harness's own floor (bench_harness.cpp): an empty kernel timed like
     # the LoRA rows.
     harness = [shape for shape in order if shape.startswith("harness_")]
     if harness:
-        print("\n| harness row (empty kernel, graph; L2 flushed unless warm_l2) | us |")
-        print("|---|---|")
+        print("\n| harness row (empty kernel, graph; L2 flushed unless warm_l2) | us | in a busy stream us |")
+        print("|---|---|---|")
         for shape in harness:
             g = rows[shape].get("graph")
-            print(f"| {shape} | {g['us_median']:.2f} |" if g else f"| {shape} | - |")
+            busy_t = f"{g['us_in_stream']:.2f}" if g and "us_in_stream" in g else "-"
+            print(f"| {shape} | {g['us_median']:.2f} | {busy_t} |" if g else f"| {shape} | - | - |")
 
 
 if __name__ == "__main__":

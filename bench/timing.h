@@ -1,4 +1,5 @@
-// timing.h — device-event timing of one call, with the L2 flushed before it.
+// timing.h — device-event timing of one call, with the L2 flushed before it,
+// and of calls back to back in a busy stream (in_stream_ms).
 // Header-only: ggemm_demo's sources are fixed to demo.cpp + gpu_buffers.cpp.
 #ifndef GGEMM_BENCH_TIMING_H
 #define GGEMM_BENCH_TIMING_H
@@ -171,6 +172,34 @@ double median_ms(cudaStream_t stream, L2Flusher* flusher, int warmup, int reps, 
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) ms.push_back(timer.time(stream, flusher, enqueue));
   return median(ms);
+}
+
+// Milliseconds per call of `enqueue` in a busy stream, as a serving
+// engine's stream runs it: `calls` calls back to back, each after a flush,
+// between one pair of events, less the same flushes alone. A call's launch
+// is then queued behind the flush before it, so the ~2.8 us that a lone
+// call between two events pays for its launch and the events
+// (harness_null_kernel_*) mostly overlap the flush; and what the call
+// leaves dirty in the L2 is written back during the next flush, so it is
+// charged to the call. Without a flusher (warm-L2 rows): the calls alone.
+// Both sequences are timed `reps` times, alternately; medians.
+template <class Fn>
+double in_stream_ms(cudaStream_t stream, L2Flusher* flusher, int calls, int reps, Fn&& enqueue) {
+  EventTimer timer;
+  std::vector<double> with_calls, flushes_alone;
+  for (int r = 0; r < reps; ++r) {
+    with_calls.push_back(timer.time(stream, nullptr, [&] {
+      for (int i = 0; i < calls; ++i) {
+        if (flusher) flusher->flush(stream);
+        enqueue();
+      }
+    }));
+    if (flusher)
+      flushes_alone.push_back(timer.time(stream, nullptr, [&] {
+        for (int i = 0; i < calls; ++i) flusher->flush(stream);
+      }));
+  }
+  return (median(with_calls) - (flusher ? median(flushes_alone) : 0.0)) / calls;
 }
 
 }  // namespace ggemm::bench
