@@ -499,10 +499,11 @@ void bench_lora(benchmark::State& state, int shape_index, LoraImpl impl) {
   state.counters["frac_floor"] = s.env.ceilings.floor_seconds(p.flops(), p.bytes()) / sec;
   state.counters["groups"] = p.used_groups;
   // The same call in a busy stream (timing.h, in_stream_ms): beside the
-  // lone call's time, not instead of it.
+  // lone call's time, not instead of it; flushed rows only.
   const double in_stream_sec =
-      in_stream_ms(s.env.stream, p.shape.warm_l2 ? nullptr : s.env.flusher, kInStreamCalls, kInStreamReps,
-                   [&] { err = enqueue(s, impl); }) * 1e-3;
+      p.shape.warm_l2 ? 0.0
+                      : in_stream_ms(s.env.stream, *s.env.flusher, kInStreamCalls, kInStreamReps,
+                                     [&] { err = enqueue(s, impl); }) * 1e-3;
   if (err.empty() && in_stream_sec > 0) {
     state.counters["us_in_stream"] = in_stream_sec * 1e6;
     state.counters["frac_copy_in_stream"] = p.bytes() / in_stream_sec / s.env.ceilings.copy_bytes_per_s;
