@@ -3,9 +3,10 @@
 # bench/experiments/sm90_clock_probe.patch to a copy of the tree (CTA 0 and
 # the last CTA printf their clock64 cycles from entry to the last barrier
 # init, to the CTA-wide sync and to the end, and %globaltimer at entry and
-# end), builds the trace configuration (spills allowed; printf serialises
-# the wgmmas, so only the prologue cycles mean anything) and prints the
-# means over every call of four benchmark rows (NOTES v0.14, ~2 min).
+# end; CTA 0 also when its walker and a consumer thread are done), builds
+# the trace configuration (spills allowed; printf serialises the wgmmas, so
+# only the prologue and walk cycles mean anything) and prints the means
+# over every call of four benchmark rows (NOTES v0.14, ~2 min).
 #
 #   OUT=/tmp/o scripts/h200_clock_probe.sh
 set -u
@@ -21,6 +22,7 @@ for f in 'decode_m64_g8_r16_probe_no_groups_warm_l2/ggemm_graph' 'lora_expand_qk
   $t/build/bench/ggemm_bench --benchmark_filter="$f" > $OUT/clk_run.txt 2>&1
   echo "== $f: $(grep -m1 'manual_time_median' $OUT/clk_run.txt | awk '{print $2, $3}')"
   grep PROBE $OUT/clk_run.txt | awk '{c[$3]++; i[$3]+=$7; s[$3]+=$9; e[$3]+=$11; st=$5} END {for (k in c) printf "cta %s: n %d stages %s mean inits %.0f sync %.0f end %.0f cycles\n", k, c[k], st, i[k]/c[k], s[k]/c[k], e[k]/c[k]}'
+  grep CLOCK2 $OUT/clk_run.txt | awk '{n[$2]++; t[$2]+=$3} END {for (k in n) printf "cta 0 %s: mean %.0f cycles from entry (n %d)\n", k, t[k]/n[k], n[k]}'
   # launch skew: entry of last CTA minus CTA 0 (pairs in order)
   grep PROBE $OUT/clk_run.txt | awk 'function lo(x) {return substr(x, length(x)-8)+0} $3==0 {g0=lo($15); e0=lo($17)} $3!=0 && g0 {printf "%d %d %d\n", lo($15)-g0, lo($17)-e0, e0-g0; g0=0}' | sort -n | awk '{a[NR]=$0} END {print "entry skew, end skew, cta0 span (ns), median:", a[int(NR/2)+1]}'
 done
