@@ -45,7 +45,6 @@ class PtxKernel {
     if (r != CUDA_SUCCESS) return std::string("cuModuleGetFunction(") + entry + ") returned CUresult " + std::to_string(int(r));
     return "";
   }
-  bool loaded() const { return function_ != nullptr; }
   // Unloads the module (while its context lives: before the runtime's
   // teardown).
   void unload() {

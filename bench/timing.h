@@ -184,9 +184,9 @@ double median_ms(cudaStream_t stream, L2Flusher* flusher, int warmup, int reps, 
 // charged to the call. The flushes also keep the host ahead of the device
 // (a graph launch takes the host ~2-3 us), so warm-L2 rows, without them,
 // have no such figure. Both sequences are timed `reps` times, alternately;
-// medians.
+// medians. Every row that reports the figure takes the defaults.
 template <class Fn>
-double in_stream_ms(cudaStream_t stream, L2Flusher& flusher, int calls, int reps, Fn&& enqueue) {
+double in_stream_ms(cudaStream_t stream, L2Flusher& flusher, Fn&& enqueue, int calls = 20, int reps = 3) {
   EventTimer timer;
   std::vector<double> with_calls, flushes_alone;
   for (int r = 0; r < reps; ++r) {
