@@ -4,8 +4,10 @@
 // lora_a [G, 3R, K] -> P [3, M, R]) on Llama-3-8B projections (hidden 4096,
 // q 4096, kv 1024), 8 adapters with balanced routing, ranks 16 and 64 at
 // prefill (M = 4096) and rank 16 at decode (M = 64). bf16 in and out, store
-// mode (accumulate would add the outputs' reads to the bytes), scale 0.5
-// (alpha / rank) on the expand, 1 on the shrink.
+// mode, except the expand's _accumulate rows: accumulate mode (the delta
+// added into the base projection's outputs, as LoRA serving runs it), whose
+// bytes count the outputs' reads too. Scale 0.5 (alpha / rank) on the
+// expand, 1 on the shrink.
 //
 // Each shape runs lora_{expand,shrink}_qkv_<shape>/ggemm and
 // .../cublas_loop_graph (two-part names, as bench/summarize.py reads them;
@@ -13,15 +15,17 @@
 // adapter group, one cublasGemmEx per region (expand: q, k, v into q_out and
 // the two halves of kv_out; shrink: one per plane of P, ldc = R), all
 // captured once in a CUDA graph, so a replay pays one launch. Before timing,
-// each implementation's output (on poisoned buffers) is checked once against
-// the CPU reference (reference/lora_qkv_ref.cpp), so the baseline is shown to
-// compute the same thing; a mismatch skips that benchmark with the reason.
+// each implementation's output (on poisoned buffers; in accumulate mode on
+// the same random base values) is checked once against the CPU reference
+// (reference/lora_qkv_ref.cpp), so the baseline is shown to compute the same
+// thing; a mismatch skips that benchmark with the reason.
 //
 // Timing as in bench_grouped.cpp: CUDA events around one call, L2 flushed
 // before each (untimed); counters from the median of kIterations calls per
 // repetition; read the _median rows.
 // Counters: us_median; GB/s with bytes = P (expand) or X (shrink) read +
-// the used adapters' weights + the outputs written, 2 bytes each; frac_copy
+// the used adapters' weights + the outputs written (and read, in accumulate
+// mode), 2 bytes each; frac_copy
 // = achieved GB/s / copy bandwidth measured by this binary; TFLOP/s and
 // frac_floor (DESIGN.md §5); for the expand at decode goal_us (6) and
 // meets_goal (1 if us_median < goal_us).
@@ -91,6 +95,7 @@ struct LoraShape {
   bool decode_goal;  // report the < 6 us goal
   Probe probe = Probe::kNone;
   bool warm_l2 = false;  // timed without the L2 flush
+  bool accumulate = false;  // add into the outputs (LoRA serving's expand) instead of storing
 };
 
 constexpr int64_t kLlamaQ = 4096, kLlamaKv = 1024, kLlamaHidden = 4096;
@@ -122,6 +127,17 @@ const LoraShape kLoraShapes[] = {
      Probe::kNone, true},
     {"llama3_8b_decode_m64_g8_r16_probe_no_groups_warm_l2", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv,
      kLlamaHidden, false, Probe::kNoGroups, true},
+    // The real expands again in accumulate mode, the way serving adds the
+    // delta into the base projection. Last in the table: a shape's data seed
+    // is its index, so the rows above keep their data. Timed calls keep
+    // adding into the outputs: hundreds of deltas of order 1 stay far from
+    // bf16's range, and the time does not depend on the values.
+    {"llama3_8b_m4096_g8_r16_accumulate", LoraOp::kExpand, 4096, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false,
+     Probe::kNone, false, true},
+    {"llama3_8b_m4096_g8_r64_accumulate", LoraOp::kExpand, 4096, 8, 64, kLlamaQ, kLlamaKv, kLlamaHidden, false,
+     Probe::kNone, false, true},
+    {"llama3_8b_decode_m64_g8_r16_accumulate", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false,
+     Probe::kNone, false, true},
 };
 constexpr int kNumLoraShapes = static_cast<int>(sizeof kLoraShapes / sizeof kLoraShapes[0]);
 
@@ -144,6 +160,9 @@ struct LoraProblem {
   std::vector<uint16_t> host_in, host_w;  // P or X; lora_b or lora_a
   DeviceBuffer in, w, out0, out1;         // out0: q_out or P; out1: kv_out (expand)
   DeviceBuffer d_offsets, d_ids, d_usage;
+  // Accumulate shapes only: the outputs' values before a checked call (the
+  // base projection's outputs), the same for every implementation.
+  std::vector<uint16_t> host_base0, host_base1;
 
   bool expand() const { return shape.op == LoraOp::kExpand; }
   size_t in_count() const {
@@ -159,10 +178,13 @@ struct LoraProblem {
     return 2.0 * double(shape.m) * double(n) * double(expand() ? shape.rank : shape.hidden);
   }
   // Fewest bytes a call must move: its activations, the weights of the
-  // adapters that have rows, and its outputs (written once), bf16.
+  // adapters that have rows, and its outputs (written once; in accumulate
+  // mode also read once, the old values joining the sum), bf16.
   double bytes() const {
     const double depth = double(expand() ? shape.rank : shape.hidden);
-    return 2.0 * (double(in_count()) + used_groups * double(n) * depth + double(out0_count() + out1_count()));
+    const double out_passes = shape.accumulate ? 2.0 : 1.0;
+    return 2.0 * (double(in_count()) + used_groups * double(n) * depth +
+                  out_passes * double(out0_count() + out1_count()));
   }
 
   ggemm_lora_expand_qkv_args expand_args() const {
@@ -178,7 +200,7 @@ struct LoraProblem {
     a.num_groups = shape.adapters;
     a.max_rows_per_group = max_rows;
     a.scale = scale;
-    a.accumulate = 0;
+    a.accumulate = shape.accumulate ? 1 : 0;
     return a;
   }
   ggemm_lora_shrink_qkv_args shrink_args() const {
@@ -194,7 +216,7 @@ struct LoraProblem {
     a.num_groups = shape.adapters;
     a.max_rows_per_group = max_rows;
     a.scale = scale;
-    a.accumulate = 0;
+    a.accumulate = shape.accumulate ? 1 : 0;
     return a;
   }
 };
@@ -229,6 +251,12 @@ std::unique_ptr<LoraProblem> make_lora_problem(const LoraShape& s, uint64_t seed
   fill_random_bf16(p->host_w.data(), p->host_w.size(), seed ^ 0x2222);
   p->in = upload(p->host_in.data(), p->host_in.size() * 2);
   p->w = upload(p->host_w.data(), p->host_w.size() * 2);
+  if (s.accumulate) {
+    p->host_base0.resize(p->out0_count());
+    p->host_base1.resize(p->out1_count());
+    fill_random_bf16(p->host_base0.data(), p->host_base0.size(), seed ^ 0x3333);
+    fill_random_bf16(p->host_base1.data(), p->host_base1.size(), seed ^ 0x4444);
+  }
   p->out0 = DeviceBuffer(p->out0_count() * 2);
   if (p->out1_count()) p->out1 = DeviceBuffer(p->out1_count() * 2);
   p->d_offsets = upload(p->offsets.data(), p->offsets.size() * 4);
@@ -237,18 +265,20 @@ std::unique_ptr<LoraProblem> make_lora_problem(const LoraShape& s, uint64_t seed
   return p;
 }
 
-// C = alpha * A_rows W^T for one region, in gemm_rows_times_wt's mapping
-// (cublas_baselines.h): m = n (weight rows), n = rows, k = depth; every
-// operand dense, so lda = ldb = k and ldc = n (the region's row length).
+// C = alpha * A_rows W^T + beta * C for one region, in gemm_rows_times_wt's
+// mapping (cublas_baselines.h): m = n (weight rows), n = rows, k = depth;
+// every operand dense, so lda = ldb = k and ldc = n (the region's row
+// length). beta 0 stores, beta 1 accumulates (C joins the fp32 sum, one
+// rounding, as ggemm's accumulate mode).
 cublasStatus_t gemm_region(cublasHandle_t h, const void* w, const void* a, void* c, int rows, int n, int k,
-                           float alpha) {
-  const float beta = 0.0f;
+                           float alpha, float beta) {
   return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, w, CUDA_R_16BF, k, a, CUDA_R_16BF, k,
                       &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
 // The baseline: per used group, three cublasGemmEx (q, k, v regions), in a
 // CUDA graph. It needs the group sizes on the host, which ggemm does not.
+// Constructing it runs the calls once (eagerly, before the capture).
 class LoraCublasLoopGraph {
  public:
   LoraCublasLoopGraph(const CublasHandle& h, const LoraProblem& p, cudaStream_t stream) {
@@ -259,22 +289,24 @@ class LoraCublasLoopGraph {
     const auto* w = p.w.as<const uint16_t>();
     auto* out0 = p.out0.as<uint16_t>();
     auto* out1 = p.out1.as<uint16_t>();
+    const float expand_beta = s.accumulate ? 1.0f : 0.0f;  // the shrink has no accumulate rows
     auto enqueue_all = [&] {
       for (int g = 0; g < p.used_groups; ++g) {
         const size_t r0 = p.offsets[size_t(g)], a = size_t(p.ids[size_t(g)]);
         const int rows = int(p.offsets[size_t(g) + 1] - p.offsets[size_t(g)]);
         if (p.expand()) {
           const uint16_t* wa = w + a * N * R;  // lora_b[a]: q rows, k rows, v rows
-          CUBLAS_CHECK(gemm_region(h.get(), wa, in + r0 * R, out0 + r0 * Q, rows, int(Q), int(R), p.scale));
+          CUBLAS_CHECK(
+              gemm_region(h.get(), wa, in + r0 * R, out0 + r0 * Q, rows, int(Q), int(R), p.scale, expand_beta));
           CUBLAS_CHECK(gemm_region(h.get(), wa + Q * R, in + (M + r0) * R, out1 + r0 * KV, rows, int(KV), int(R),
-                                   p.scale));
+                                   p.scale, expand_beta));
           CUBLAS_CHECK(gemm_region(h.get(), wa + (Q + KV) * R, in + (2 * M + r0) * R, out1 + (M + r0) * KV, rows,
-                                   int(KV), int(R), p.scale));
+                                   int(KV), int(R), p.scale, expand_beta));
         } else {
           const uint16_t* wa = w + a * N * K;  // lora_a[a]: 3 planes of R rows
           for (size_t plane = 0; plane < 3; ++plane)
             CUBLAS_CHECK(gemm_region(h.get(), wa + plane * R * K, in + r0 * K, out0 + (plane * M + r0) * R, rows,
-                                     int(R), int(K), p.scale));
+                                     int(R), int(K), p.scale, 0.0f));
         }
       }
     };
@@ -326,13 +358,19 @@ struct LoraSession {
     return *problem;
   }
 
-  // The CPU reference's outputs, computed once per shape, on poisoned
-  // buffers (rows in no group would stay 0xFFFF: there are none here).
+  // The CPU reference's outputs, computed once per shape (use_shape clears
+  // them), on poisoned buffers (rows in no group would stay 0xFFFF: there
+  // are none here), or in accumulate mode added into the shape's base values.
   void reference() {
     if (!want0.empty()) return;
     const LoraProblem& p = *problem;
-    want0.assign(p.out0_count(), 0xFFFF);
-    want1.assign(p.out1_count(), 0xFFFF);
+    if (p.shape.accumulate) {
+      want0 = p.host_base0;
+      want1 = p.host_base1;
+    } else {
+      want0.assign(p.out0_count(), 0xFFFF);
+      want1.assign(p.out1_count(), 0xFFFF);
+    }
     if (p.expand()) {
       ggemm_lora_expand_qkv_args a = p.expand_args();
       a.p = p.host_in.data(), a.lora_b = p.host_w.data();
@@ -431,12 +469,27 @@ std::vector<uint16_t> download(const DeviceBuffer& d, size_t count) {
   return h;
 }
 
-// Runs `impl` once on poisoned outputs and compares with the reference;
-// "" if it matches, else why not.
+// Runs `impl` once on poisoned outputs (accumulate mode: on the shape's base
+// values, uploaded again for each implementation, since the one before added
+// into them) and compares with the reference; "" if it matches, else why not.
 std::string verify(LoraSession& s, LoraImpl impl) {
   LoraProblem& p = *s.problem;
-  CUDA_CHECK(cudaMemsetAsync(p.out0.get(), 0xFF, p.out0_count() * 2, s.env.stream));
-  if (p.out1_count()) CUDA_CHECK(cudaMemsetAsync(p.out1.get(), 0xFF, p.out1_count() * 2, s.env.stream));
+  if (p.shape.accumulate) {
+    // The baseline's constructor runs its calls once: build it before the
+    // base goes up, or the checked launch would add its delta a second time.
+    if (impl == LoraImpl::kCublasLoopGraph && !s.loop)
+      s.loop = std::make_unique<LoraCublasLoopGraph>(*s.env.cublas, p, s.env.stream);
+    // Async on the session stream (a non-blocking one, which a plain
+    // cudaMemcpy would not order against), as store mode's memsets.
+    CUDA_CHECK(cudaMemcpyAsync(p.out0.get(), p.host_base0.data(), p.out0_count() * 2, cudaMemcpyHostToDevice,
+                               s.env.stream));
+    if (p.out1_count())
+      CUDA_CHECK(cudaMemcpyAsync(p.out1.get(), p.host_base1.data(), p.out1_count() * 2, cudaMemcpyHostToDevice,
+                                 s.env.stream));
+  } else {
+    CUDA_CHECK(cudaMemsetAsync(p.out0.get(), 0xFF, p.out0_count() * 2, s.env.stream));
+    if (p.out1_count()) CUDA_CHECK(cudaMemsetAsync(p.out1.get(), 0xFF, p.out1_count() * 2, s.env.stream));
+  }
   const std::string err = enqueue(s, impl);
   if (!err.empty()) return err;
   CUDA_CHECK(cudaStreamSynchronize(s.env.stream));
