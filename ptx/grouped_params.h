@@ -44,7 +44,7 @@ struct GroupedGemmParams {
   float alpha;              // multiplies every result (LoRA scale; 1 otherwise)
   uint32_t epilogue;
   uint32_t stages;
-  uint32_t staging_buffers;  // epilogue buffers per consumer warpgroup (1 or 2)
+  uint32_t staging_buffers;  // epilogue buffers per consumer warpgroup (1 or 2; accumulate: 2 to 4)
   uint32_t swizzle_bytes;  // 128, 64 or 32: one K-major smem row; tile_k = swizzle_bytes / 2
   // K-major weights: rows of each TMA box, 128, or N rounded up to 8 when N
   // is narrower (LoRA shrink: 3R rows), so no stage moves rows past N (the

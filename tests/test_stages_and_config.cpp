@@ -35,8 +35,8 @@ const uint32_t kOutBytes[] = {2, 4};
 // Written from the documented layout, not from smem_layout.h: per stage a
 // 128-row weight tile and a tile_m-row token tile, each row one swizzle span,
 // plus two 8-byte barriers (full, empty); once, the epilogue staging (two
-// warpgroups of min(tile_m, 128) x 64 outputs), one 8-byte epilogue barrier per
-// consumer warpgroup, and 1024 bytes to align the dynamic base. The staging
+// warpgroups of min(tile_m, 128) x 64 outputs), the accumulate epilogue's 4
+// full and 4 empty 8-byte barriers, and 1024 bytes to align the dynamic base. The staging
 // (128B-swizzled) starts on a 1024-byte boundary after the stages.
 // With k_slices > 1 a stage holds k_slices slices of K: the weight box's
 // slices packed at box_rows rows apiece plus the (128 - box_rows) rows a
@@ -47,7 +47,7 @@ uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t 
   const uint64_t staged_tokens = tile_m < 128 ? tile_m : 128;
   const uint64_t weight_rows = k_slices * box_rows + 128 - box_rows;
   const uint64_t operands = (stages * (weight_rows * swizzle + k_slices * tile_m * swizzle) + 1023) / 1024 * 1024;
-  return operands + stages * 16 + buffers * 2 * staged_tokens * 64 * out_bytes + 2 * 8 + 1024;
+  return operands + stages * 16 + buffers * 2 * staged_tokens * 64 * out_bytes + 8 * 8 + 1024;
 }
 
 // Beside the dynamic layout, every sm_90a kernel has the tile handoff in
@@ -518,6 +518,62 @@ TEST(ChooseSm90Config, TwoEpilogueBuffersOnlyWhenTheWholeKFits) {
   // The second buffer costs exactly one buffer's bytes of pipeline room.
   const auto one = sm90::make_smem_layout(128, 128, 2, 4, 1), two = sm90::make_smem_layout(128, 128, 2, 4, 2);
   EXPECT_EQ(two.c_bytes, 2 * one.c_bytes);
+}
+
+// Accumulate: the old C comes through a ring of staging slots that the
+// producer fills ahead of the epilogues (ptx/sm90/grouped_gemm.cuh), 2 at
+// least (the kernel frees a whole tile's slot one tile later); up to 4 when
+// the whole K fits beside them (short K, bound by the reads of C in flight).
+TEST(ChooseSm90Config, AccumulateRingOfOldCSlots) {
+  for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP32})
+    for (int64_t k : {16, 64, 4096, 14336}) {
+      GroupedShape s = shape(4096, k, true, out);
+      s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+      Sm90Config cfg;
+      ASSERT_EQ(choose_sm90_config(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+      SCOPED_TRACE(::testing::Message() << "k " << k << ", out " << dtype_name(out));
+      EXPECT_LE(cfg.tile_m, 128u);
+      const uint32_t k_steps = sm90::k_stages(uint32_t(k), cfg.swizzle_bytes / 2, cfg.k_slices);
+      // The most slots (4, then 3) beside which the whole K still fits.
+      uint32_t slots = 2, fit = 0;
+      for (uint32_t n = 4; n > 2 && slots == 2; --n) {
+        fit = expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448, n, cfg.k_slices,
+                              cfg.weights_box_rows);
+        if (fit >= 2 && k_steps <= fit) slots = n;
+      }
+      EXPECT_EQ(cfg.staging_buffers, slots);
+      if (slots > 2) {
+        EXPECT_EQ(cfg.stages, std::min(fit, std::max(8u, 2 * k_steps)));
+      } else {
+        EXPECT_EQ(cfg.stages, expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448, 2,
+                                              cfg.k_slices, cfg.weights_box_rows));
+      }
+      // Every branch is reached: the LoRA expand's K 16 (4 slots of bf16
+      // outputs, 3 of fp32) and a long K (2).
+      if (k == 16) EXPECT_EQ(cfg.staging_buffers, out == GGEMM_DTYPE_BF16 ? 4u : 3u);
+      if (k == 14336) EXPECT_EQ(cfg.staging_buffers, 2u);
+      EXPECT_LE(sm90::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), cfg.stages,
+                                       cfg.staging_buffers, cfg.k_slices, cfg.weights_box_rows)
+                        .total_bytes() +
+                    kStaticBytes,
+                232448u);
+    }
+  // A requested stage count that fits only beside 2 slots gets 2; one that
+  // fits beside none is refused.
+  GroupedShape s = shape(4096, 16);
+  s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+  Sm90Config cfg;
+  ASSERT_EQ(choose_sm90_config(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  const uint32_t fit2 = sm90::max_stages(cfg.tile_m, cfg.swizzle_bytes, 2, 232448, 2, cfg.k_slices);
+  const uint32_t fit4 = sm90::max_stages(cfg.tile_m, cfg.swizzle_bytes, 2, 232448, 4, cfg.k_slices);
+  ASSERT_LT(fit4, fit2);
+  ggemm_config o = blank_config();
+  o.stages = int(fit2);
+  ASSERT_EQ(choose_sm90_config(h200(), s, &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.staging_buffers, 2u);
+  EXPECT_EQ(cfg.stages, fit2);
+  o.stages = int(fit2) + 1;
+  expect_refused(o, s, GGEMM_STATUS_INVALID_CONFIG, {"stages"});
 }
 
 TEST(ChooseSm90Config, RefusesTileM256WithAccumulate) {

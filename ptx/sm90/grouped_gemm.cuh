@@ -18,7 +18,14 @@
 //                fp32 registers, then the epilogue for their 64 features:
 //                stmatrix.trans into a 128B-swizzled staging tile, then a TMA
 //                store when the tile is whole, or masked 16-byte stores at
-//                group and segment edges and for read-modify-write epilogues.
+//                group and segment edges.
+//
+// Accumulate mode (C += result): the producer also TMA-loads each active
+// tile's old C into a ring of `staging_buffers` (2..4) staging slots per
+// consumer warpgroup, right after the tile's operands, so the reads of C
+// run ahead of the epilogues like the operand loads (c_full / c_empty
+// barriers; CRing below). The epilogue adds into the slot and stores from
+// it.
 //
 // ClusterM = 2: clusters of two CTAs walk pair tiles of 256 features and one
 // token tile (ptx/cluster_tiles.h). Each CTA loads its own 128 weight rows
@@ -110,6 +117,30 @@ struct GroupedGemmSm90 {
   // accumulate epilogue's old values (it spills); the runtime never picks
   // that pair (GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE).
   static constexpr bool kSupportsAccumulate = GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(TileM);
+  static_assert(!kSupportsAccumulate || kStageChunks == 1, "accumulate: one staging chunk per tile");
+  GGEMM_DEVICE static bool accumulates(const GroupedGemmParams &p) {
+    return kSupportsAccumulate && p.epilogue == kEpilogueAccumulate;
+  }
+
+  // The accumulate epilogue's ring of old-C slots (staging_buffers of them
+  // per consumer warpgroup; every active tile takes the next slot, in the
+  // order the producer filled them). c_full[s]: the producer's TMA load of
+  // both warpgroups' halves landed. c_empty[s]: each warpgroup is done with
+  // its half (its TMA store has read it, or its masked stores have).
+  struct CBarriers {
+    uint64_t *full, *empty;
+  };
+  // A consumer warpgroup's place in the ring. The slot of a whole tile is
+  // freed one tile later, once the store group after it is committed and
+  // wait_group.read 1 says its own store has read it (a wait right after the
+  // store would expose the store's latency); `pending` is that slot + 1, or
+  // 0. Thread 0 of the warpgroup keeps `pending` (it issues the stores).
+  // With two slots or more the producer never needs a pending slot before
+  // the consumers' next tile: it waits for tile n - slots to be freed, and
+  // tile n - 2 at the latest is freed during tile n - 1.
+  struct CRing {
+    uint32_t count = 0, pending = 0;
+  };
 
   using Pipeline = RingPosition;
 
@@ -121,7 +152,8 @@ struct GroupedGemmSm90 {
                                                k_slices(p), p.weights_box_rows, consumers(p));
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + layout.barrier_offset());
     uint64_t *empty = full + p.stages;
-    uint64_t *c_loaded = empty + p.stages;  // [kConsumerWarpgroups]
+    uint64_t *c_full = empty + p.stages;       // [kMaxStagingBuffers]: old C landed (accumulate)
+    uint64_t *c_empty = c_full + kMaxStagingBuffers;  // [kMaxStagingBuffers]: slot's store has read it
 
     const uint32_t warpgroup = threadIdx.x / 128;
     // First of all: small operands on their way into L2 (warp 3 has nothing
@@ -132,7 +164,12 @@ struct GroupedGemmSm90 {
         ptx::mbarrier_init(&full[s], 1);                                // the producer's expect_tx
         ptx::mbarrier_init(&empty[s], consumers(p) * ClusterM);  // each consumer of the cluster
       }
-      for (uint32_t w = 0; w < kConsumerWarpgroups; ++w) ptx::mbarrier_init(&c_loaded[w], 1);
+      if (accumulates(p)) {
+        for (uint32_t s = 0; s < p.staging_buffers; ++s) {
+          ptx::mbarrier_init(&c_full[s], 1);              // the producer's expect_tx
+          ptx::mbarrier_init(&c_empty[s], consumers(p));  // each consumer warpgroup, once its slot is free
+        }
+      }
       // Who reads each handed-off tile: the producer thread and every
       // consumer thread.
       TileHandoff::init(handoff_region(), 1 + consumers(p) * 128);
@@ -159,7 +196,7 @@ struct GroupedGemmSm90 {
     if (warpgroup == 0) {
       ptx::setmaxnreg_dec<kProducerRegs>();
       if (threadIdx.x < 32) {
-        if (ptx::elect_one_sync()) produce(p, smem, layout, full, empty);
+        if (ptx::elect_one_sync()) produce(p, smem, layout, full, empty, c_full, c_empty);
       } else if (threadIdx.x < 64) {
         if (ptx::elect_one_sync()) walk_tiles(p, handoff_region());
       }
@@ -171,23 +208,23 @@ struct GroupedGemmSm90 {
       // between wgmmas, makes ptxas close extra wgmma groups or serialise
       // them, C7515.)
       // K-sliced stages (k_slices 2 or 4) exist for the 128-byte swizzle only.
-      uint64_t *c_loaded_wg = &c_loaded[warpgroup - 1];
+      const CBarriers c{c_full, c_empty};
       switch (p.swizzle_bytes) {
         case 128:
           if constexpr (kSlicedViews) {
             if (p.k_slices == 4) {
-              consume<128, 4>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1);
+              consume<128, 4>(p, smem, layout, full, empty, c, warpgroup - 1);
               break;
             }
             if (p.k_slices == 2) {
-              consume<128, 2>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1);
+              consume<128, 2>(p, smem, layout, full, empty, c, warpgroup - 1);
               break;
             }
           }
-          consume<128>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1);
+          consume<128>(p, smem, layout, full, empty, c, warpgroup - 1);
           break;
-        case 64: consume<64>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
-        default: consume<32>(p, smem, layout, full, empty, c_loaded_wg, warpgroup - 1); break;
+        case 64: consume<64>(p, smem, layout, full, empty, c, warpgroup - 1); break;
+        default: consume<32>(p, smem, layout, full, empty, c, warpgroup - 1); break;
       }
     }
     if constexpr (ClusterM > 1) {
@@ -243,7 +280,7 @@ struct GroupedGemmSm90 {
 
   // ---- producer: one thread ------------------------------------------------
   GGEMM_DEVICE static void produce(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
-                                   uint64_t *full, uint64_t *empty) {
+                                   uint64_t *full, uint64_t *empty, uint64_t *c_full, uint64_t *c_empty) {
     const uint32_t tile_k = p.swizzle_bytes / 2;
     const uint32_t k_iters = k_stages(p.k, tile_k, k_slices(p));
     const uint32_t weights_bytes = Layout == WeightLayout::kKMajor ? k_slices(p) * p.weights_box_rows * p.swizzle_bytes
@@ -256,6 +293,7 @@ struct GroupedGemmSm90 {
     trace.record_with_time(kTraceStart, 0);
     GroupedTile tile;  // this CTA's share of the pair tile
     uint32_t index;
+    Pipeline c_ring;  // accumulate: the old-C slots
     while (handoff.take(handoff_region(), &tile, &index)) {
       trace.record(kTraceTile, index);
       if (tile.expert < 0) continue;  // inactive group: nothing to load
@@ -271,8 +309,33 @@ struct GroupedGemmSm90 {
         trace.record(kTraceIssue, trace.next_stage());
         pipe.advance(p.stages);
       }
+      if (accumulates(p)) {
+        ptx::mbarrier_wait_parity(&c_empty[c_ring.stage], c_ring.phase ^ 1);
+        load_old_c(p, tile, smem + layout.c_offset() + c_ring.stage * kStagingBytes, &c_full[c_ring.stage]);
+        c_ring.advance(p.staging_buffers);
+      }
     }
     trace.finish();
+  }
+
+  // Accumulate: the TMA loads of an active tile's old C (its one chunk: tile_m
+  // <= 128) into slot `slot0` of every consumer warpgroup's staging (the
+  // warpgroups' slots lie staging_buffers * kStagingBytes apart), completing
+  // on `bar`. Rows past the group and columns past the segment are read as
+  // well (TMA zero-fills past the tensor; counted either way) and never
+  // written back. No span_segments with accumulate: the tile's segment holds
+  // all its columns.
+  GGEMM_DEVICE static void load_old_c(const GroupedGemmParams &p, const GroupedTile &tile, uint8_t *slot0,
+                                      uint64_t *bar) {
+    const OutputView &view = p.out[tile.segment];
+    ptx::mbarrier_arrive_expect_tx(bar, consumers(p) * kStagingBytes);
+    for (uint32_t cw = 0; cw < consumers(p); ++cw) {
+      uint8_t *slot = slot0 + cw * p.staging_buffers * kStagingBytes;
+      const int32_t col = int32_t(tile.col0 + cw * kFeaturesPerWarpgroup - view.col_offset);
+      for (uint32_t b = 0; b < kBoxes; ++b)
+        ptx::tma_load_2d(slot + b * kStageTokens * 128, &p.tmap_out[tile.segment], bar,
+                         col + int32_t(b * kColsPerBox), int32_t(tile.row0));
+    }
   }
 
   // The TMA loads of stage ki of a tile into weights w and tokens x, both
@@ -308,7 +371,7 @@ struct GroupedGemmSm90 {
   // ---- consumers: one warpgroup per 64 weight rows ---------------------------
   template <uint32_t Swizzle, uint32_t Slices = 1>
   GGEMM_DEVICE static void consume(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
-                                   uint64_t *full, uint64_t *empty, uint64_t *c_loaded, uint32_t cw) {
+                                   uint64_t *full, uint64_t *empty, const CBarriers &c, uint32_t cw) {
     // k_iters and the staging address are recomputed per tile where used:
     // at tile_m 256 the accumulators leave no registers to keep them live.
     const uint32_t tid = threadIdx.x % 128;
@@ -320,7 +383,7 @@ struct GroupedGemmSm90 {
     float acc[kAccRegs];
 #pragma unroll
     for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
-    uint32_t c_loaded_phase = 0;
+    CRing c_ring;
     StagingBuffers staging_buffers(p.staging_buffers);
     TraceWriter trace(tid == 0 ? trace_buffer(p) : nullptr, 1 + cw);
     trace.record_with_time(kTraceStart, 0);
@@ -331,8 +394,8 @@ struct GroupedGemmSm90 {
       // accumulators leave no registers to hold them through the tile.
       const TileSlot &slot = handoff.wait(handoff_region());
       if (slot.tile.rows == 0) break;  // the end
-      consume_tile<Swizzle, Slices>(p, smem, layout, full, empty, c_loaded, cw, tid, slot.tile, slot.index, pipe, acc,
-                                    staging_buffers, c_loaded_phase, trace);
+      consume_tile<Swizzle, Slices>(p, smem, layout, full, empty, c, cw, tid, slot.tile, slot.index, pipe, acc,
+                                    staging_buffers, c_ring, trace);
       handoff.release(handoff_region());
     }
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
@@ -343,10 +406,10 @@ struct GroupedGemmSm90 {
   // group's tile, whose outputs the epilogue zeroes), then its epilogue.
   template <uint32_t Swizzle, uint32_t Slices>
   GGEMM_DEVICE static void consume_tile(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
-                                        uint64_t *full, uint64_t *empty, uint64_t *c_loaded, uint32_t cw, uint32_t tid,
+                                        uint64_t *full, uint64_t *empty, const CBarriers &c, uint32_t cw, uint32_t tid,
                                         const GroupedTile &tile, uint32_t tile_index, Pipeline &pipe,
-                                        float (&acc)[kAccRegs], StagingBuffers &staging_buffers,
-                                        uint32_t &c_loaded_phase, TraceWriter &trace) {
+                                        float (&acc)[kAccRegs], StagingBuffers &staging_buffers, CRing &c_ring,
+                                        TraceWriter &trace) {
     const bool active = tile.expert >= 0;
     trace.record(kTraceTile, tile_index);
     if (active) {
@@ -355,8 +418,15 @@ struct GroupedGemmSm90 {
       return;  // C += 0
     }
     trace.record(kTraceEpilogue, tile_index);
-    epilogue(p, tile, active, cw, tid, smem + layout.c_offset() + cw * p.staging_buffers * kStagingBytes,
-             staging_buffers, c_loaded, c_loaded_phase, acc);
+    uint8_t *staging = smem + layout.c_offset() + cw * p.staging_buffers * kStagingBytes;
+    if constexpr (kSupportsAccumulate) {
+      if (p.epilogue == kEpilogueAccumulate) {
+        epilogue_accumulate(p, tile, cw, tid, staging, c, c_ring, acc);
+        trace.record(kTraceEpilogueEnd, tile_index);
+        return;
+      }
+    }
+    epilogue(p, tile, active, cw, tid, staging, staging_buffers, acc);
     trace.record(kTraceEpilogueEnd, tile_index);
   }
 
@@ -461,8 +531,7 @@ struct GroupedGemmSm90 {
   // non-wgmma definition of the accumulators inside the tile loop, and ptxas
   // then serialises every wgmma of the mainloop (C7515).
   GGEMM_DEVICE static void epilogue(const GroupedGemmParams &p, const GroupedTile &tile, bool active, uint32_t cw,
-                                    uint32_t tid, uint8_t *staging_base, StagingBuffers &staging_buffers, uint64_t *c_loaded,
-                                    uint32_t &c_loaded_phase,
+                                    uint32_t tid, uint8_t *staging_base, StagingBuffers &staging_buffers,
                                     const float (&acc)[kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
     const uint32_t barrier_id = 1 + cw;  // named barrier of this warpgroup (0 is __syncthreads)
@@ -479,7 +548,6 @@ struct GroupedGemmSm90 {
     const OutputView &view = p.out[segment];
     const CUtensorMap *tmap_out = &p.tmap_out[segment];
 
-    const bool accumulate = kSupportsAccumulate && p.epilogue == kEpilogueAccumulate;
     const bool scale = p.epilogue == kEpilogueRowScale && active;
 
 #pragma unroll
@@ -490,9 +558,7 @@ struct GroupedGemmSm90 {
       const int32_t row0 = int32_t(tile.row0 + first);
 
       // This chunk's buffer may still be read by an earlier TMA store: wait
-      // as staging_buffers.h explains. Before the accumulate epilogue's TMA
-      // load overwrites the buffer, this thread's generic reads of it
-      // (masked stores) are ordered before async writes.
+      // as staging_buffers.h explains.
       const StagingBuffers::Chunk chunk = staging_buffers.next_chunk();
       uint8_t *staging = staging_base + chunk.buffer * kStagingBytes;
       if (tid == 0) {
@@ -502,31 +568,14 @@ struct GroupedGemmSm90 {
           ptx::tma_store_wait_group_read<0>();
         }
       }
-      if (accumulate) ptx::fence_proxy_async_shared_cta();
       ptx::bar_sync(barrier_id, 128);
-
-      if (accumulate) {
-        // C += result, rounded once: the old values come in by TMA (rows past
-        // the group are read but never written back) and each output adds
-        // its old value in fp32 below.
-        if (tid == 0) {
-          ptx::mbarrier_arrive_expect_tx(c_loaded, kStagingBytes);
-          for (uint32_t b = 0; b < kBoxes; ++b)
-            ptx::tma_load_2d(staging + b * kStageTokens * 128, tmap_out, c_loaded,
-                             int32_t(col0 - view.col_offset + b * kColsPerBox), row0);
-        }
-        ptx::mbarrier_wait_parity(c_loaded, c_loaded_phase);
-        c_loaded_phase ^= 1;
-      }
 
       // One staging loop per epilogue kind, chosen here and not inside the
       // unrolled steps: a runtime branch in each step leaves the skipped
       // path's code between the executed instructions, and this loop runs
       // at instruction-fetch speed (ncu on the LoRA expand: half the warp
       // stalls are "no instruction").
-      if (accumulate) {
-        stage_chunk<false, true>(p, tile, active, h, warp, lane, staging, acc);
-      } else if (scale) {
+      if (scale) {
         stage_chunk<true, false>(p, tile, active, h, warp, lane, staging, acc);
       } else {
         stage_chunk<false, false>(p, tile, active, h, warp, lane, staging, acc);
@@ -545,21 +594,77 @@ struct GroupedGemmSm90 {
         staging_buffers.stored_whole();
         continue;
       }
-      // Masked 16-byte stores at edges: rows past the group's end and columns
-      // past the segment's end are skipped.
-      constexpr uint32_t kElemsPerChunk = 16 / kOutBytes;
-      constexpr uint32_t kChunksPerRow = kFeaturesPerWarpgroup / kElemsPerChunk;
-      for (uint32_t idx = tid; idx < kStageTokens * kChunksPerRow; idx += 128) {
-        const uint32_t token = idx / kChunksPerRow, ch = idx % kChunksPerRow;
-        if (token >= rows || ch * kElemsPerChunk >= cols) continue;
-        const uint32_t box = ch / 8;
-        uint4 v = *reinterpret_cast<const uint4 *>(staging + box * kStageTokens * 128 +
-                                                   swizzle128_offset(token, ch % 8));
-        const uint32_t col = col0 + ch * kElemsPerChunk;  // splits are multiples of 8: a chunk never crosses one
-        const OutputView &to = crosses ? p.out[output_segment(p, col)] : view;
-        Out *dst = reinterpret_cast<Out *>(to.base) + size_t(row0 + token) * to.ld + (col - to.col_offset);
-        *reinterpret_cast<uint4 *>(dst) = v;
+      masked_stores(p, tid, staging, rows, cols, col0, row0, crosses, view);
+    }
+  }
+
+  // Masked 16-byte stores of a staged chunk at edges: rows past the group's
+  // end and columns past the segment's end are skipped; with `crosses`, each
+  // 8-column piece goes to its own segment.
+  GGEMM_DEVICE static void masked_stores(const GroupedGemmParams &p, uint32_t tid, const uint8_t *staging,
+                                         uint32_t rows, uint32_t cols, uint32_t col0, int32_t row0, bool crosses,
+                                         const OutputView &view) {
+    constexpr uint32_t kElemsPerChunk = 16 / kOutBytes;
+    constexpr uint32_t kChunksPerRow = kFeaturesPerWarpgroup / kElemsPerChunk;
+    for (uint32_t idx = tid; idx < kStageTokens * kChunksPerRow; idx += 128) {
+      const uint32_t token = idx / kChunksPerRow, ch = idx % kChunksPerRow;
+      if (token >= rows || ch * kElemsPerChunk >= cols) continue;
+      const uint32_t box = ch / 8;
+      uint4 v = *reinterpret_cast<const uint4 *>(staging + box * kStageTokens * 128 + swizzle128_offset(token, ch % 8));
+      const uint32_t col = col0 + ch * kElemsPerChunk;  // splits are multiples of 8: a chunk never crosses one
+      const OutputView &to = crosses ? p.out[output_segment(p, col)] : view;
+      Out *dst = reinterpret_cast<Out *>(to.base) + size_t(row0 + token) * to.ld + (col - to.col_offset);
+      *reinterpret_cast<uint4 *>(dst) = v;
+    }
+  }
+
+  // The accumulate epilogue of an active tile (C += result, rounded once):
+  // the producer has loaded the old C into this tile's ring slot; each
+  // output adds its old value in fp32 (stage_chunk) and goes back out from
+  // the same slot, by one TMA store when the tile is whole, else by masked
+  // stores. Then the slot is given back (CRing says when).
+  GGEMM_DEVICE static void epilogue_accumulate(const GroupedGemmParams &p, const GroupedTile &tile, uint32_t cw,
+                                               uint32_t tid, uint8_t *staging_base, const CBarriers &c, CRing &ring,
+                                               const float (&acc)[kAccRegs]) {
+    const uint32_t warp = tid / 32, lane = tid % 32;
+    const uint32_t barrier_id = 1 + cw;
+    const uint32_t col0 = tile.col0 + cw * kFeaturesPerWarpgroup;
+    const uint32_t cols = tile.cols > cw * kFeaturesPerWarpgroup
+                              ? min(tile.cols - cw * kFeaturesPerWarpgroup, kFeaturesPerWarpgroup)
+                              : 0;
+    const uint32_t rows = min(tile.rows, kStageTokens);  // tile_m <= 128: the whole tile
+    const OutputView &view = p.out[tile.segment];
+    const uint32_t slot = ring.count % p.staging_buffers;
+    const uint32_t phase = (ring.count / p.staging_buffers) & 1;
+    ++ring.count;
+    uint8_t *staging = staging_base + slot * kStagingBytes;
+
+    ptx::mbarrier_wait_parity(&c.full[slot], phase);
+    stage_chunk<false, true>(p, tile, true, 0, warp, lane, staging, acc);
+    // Generic writes (and reads) of the slot before the TMA store reads it,
+    // or before the producer's next TMA load overwrites it.
+    ptx::fence_proxy_async_shared_cta();
+    ptx::bar_sync(barrier_id, 128);
+
+    const bool whole = rows == kStageTokens && cols == kFeaturesPerWarpgroup;
+    if (!whole) {
+      masked_stores(p, tid, staging, rows, cols, col0, int32_t(tile.row0), false, view);
+      ptx::fence_proxy_async_shared_cta();  // the masked stores' reads, before the next load
+      ptx::bar_sync(barrier_id, 128);
+    }
+    if (tid == 0) {
+      if (whole) {
+        for (uint32_t b = 0; b < kBoxes; ++b)
+          ptx::tma_store_2d(&p.tmap_out[tile.segment], staging + b * kStageTokens * 128,
+                            int32_t(col0 - view.col_offset + b * kColsPerBox), int32_t(tile.row0));
+        ptx::tma_store_commit_group();
+        ptx::tma_store_wait_group_read<1>();  // every store but this one has read its slot
+      } else {
+        ptx::tma_store_wait_group_read<0>();
+        ptx::mbarrier_arrive(&c.empty[slot]);
       }
+      if (ring.pending) ptx::mbarrier_arrive(&c.empty[ring.pending - 1]);
+      ring.pending = whole ? slot + 1 : 0;
     }
   }
 

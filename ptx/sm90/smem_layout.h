@@ -13,6 +13,10 @@ constexpr uint32_t kTileN = 128;          // weight rows per tile (two m64 warpg
 constexpr uint32_t kConsumerWarpgroups = 2;
 constexpr uint32_t kThreads = 128 * (1 + kConsumerWarpgroups);
 constexpr uint32_t kSmemAlign = 1024;     // 128B-swizzled tiles need 1024-byte alignment
+// Epilogue staging buffers per consumer warpgroup: 1 or 2 when storing
+// (staging_buffers.h), 2 to 4 as the accumulate epilogue's ring of old-C
+// slots (grouped_gemm.cuh).
+constexpr uint32_t kMaxStagingBuffers = 4;
 
 // A stage holds `k_slices` slices of K, tile_k wide each (one swizzle span;
 // more than one only with K-sliced TMA views, GroupedGemmParams::k_slices).
@@ -45,12 +49,12 @@ struct SmemLayout {
   GGEMM_HOST_DEVICE constexpr uint32_t c_offset() const {
     return (stages * (weights_stage_bytes + tokens_stage_bytes) + kSmemAlign - 1) / kSmemAlign * kSmemAlign;
   }
-  // full[stages], empty[stages], then one epilogue barrier per consumer
-  // warpgroup (the TMA load of C for the accumulate epilogue); 8 bytes each.
+  // full[stages], empty[stages], then the accumulate epilogue's old-C ring:
+  // c_full[kMaxStagingBuffers], c_empty[kMaxStagingBuffers]; 8 bytes each.
   GGEMM_HOST_DEVICE constexpr uint32_t barrier_offset() const { return c_offset() + c_bytes; }
   // Bytes to request: the layout plus slack to align the dynamic base.
   GGEMM_HOST_DEVICE constexpr uint32_t total_bytes() const {
-    return barrier_offset() + 16 * stages + 8 * kConsumerWarpgroups + kSmemAlign;
+    return barrier_offset() + 16 * stages + 16 * kMaxStagingBuffers + kSmemAlign;
   }
 };
 
@@ -67,9 +71,10 @@ GGEMM_HOST_DEVICE constexpr uint32_t sm90_epilogue_stage_tokens(uint32_t tile_m)
   return tile_m < 128 ? tile_m : 128;
 }
 
-// `staging_buffers` (1 or 2) epilogue buffers per consumer warpgroup: with 2,
-// a warpgroup stages its next chunk while the TMA store of the last one still
-// reads shared memory.
+// `staging_buffers` epilogue buffers per consumer warpgroup: storing, 1 or 2
+// (with 2, a warpgroup stages its next chunk while the TMA store of the last
+// one still reads shared memory); accumulating, the 2 to 4 slots of the
+// old-C ring.
 GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_t swizzle_bytes,
                                                         uint32_t out_bytes, uint32_t stages,
                                                         uint32_t staging_buffers = 1, uint32_t k_slices = 1,
