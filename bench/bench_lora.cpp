@@ -445,14 +445,25 @@ std::string enqueue_ggemm(LoraSession& s) {
 //    output (operands uniform in [-1, 1]: products have rms 1/3), far above
 //    the summation-order differences and far below a wrong region, plane,
 //    adapter or scale (all off by the size of the output itself).
+// `rounded_delta_over`: for an implementation that rounds the delta to bf16
+// before adding it to the old outputs (these base values), half a bf16 ulp
+// of the delta (want - base) more. The cuBLAS loop with beta = 1 does: on
+// the H200 its accumulate rows missed the single-rounding bound in 0.04% of
+// the elements, by up to that much, where delta and base cancel (NOTES
+// v0.15); ggemm rounds once and is held to the bound above.
 std::string check(const char* what, const std::vector<uint16_t>& got, const std::vector<uint16_t>& want,
-                  double depth, double scale) {
+                  double depth, double scale, const std::vector<uint16_t>* rounded_delta_over = nullptr) {
   const double atol = std::fabs(scale) * std::ldexp(1.0, -8) * std::sqrt(depth) / 3.0, rtol = std::ldexp(1.0, -7);
   size_t bad = 0, first = 0;
   double first_got = 0, first_want = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     const double e = ref::bf16_to_float(want[i]), a = ref::bf16_to_float(got[i]);
-    if (!(std::fabs(e - a) <= atol + rtol * std::fabs(e)) && !(std::isnan(e) && got[i] == want[i])) {
+    double allowed = atol + rtol * std::fabs(e);
+    if (rounded_delta_over) {
+      const double delta = std::fabs(e - ref::bf16_to_float((*rounded_delta_over)[i]));
+      if (delta > 0) allowed += std::ldexp(1.0, std::ilogb(delta) - 8);
+    }
+    if (!(std::fabs(e - a) <= allowed) && !(std::isnan(e) && got[i] == want[i])) {
       if (bad++ == 0) first = i, first_got = a, first_want = e;
     }
   }
@@ -495,8 +506,13 @@ std::string verify(LoraSession& s, LoraImpl impl) {
   CUDA_CHECK(cudaStreamSynchronize(s.env.stream));
   s.reference();
   const double depth = double(p.expand() ? p.shape.rank : p.shape.hidden);
-  std::string bad = check(p.expand() ? "q_out" : "P", download(p.out0, p.out0_count()), s.want0, depth, p.scale);
-  if (bad.empty() && p.out1_count()) bad = check("kv_out", download(p.out1, p.out1_count()), s.want1, depth, p.scale);
+  // The cuBLAS loop's accumulate rounds twice (check() says how it is held).
+  const bool rounds_twice = p.shape.accumulate && impl == LoraImpl::kCublasLoopGraph;
+  std::string bad = check(p.expand() ? "q_out" : "P", download(p.out0, p.out0_count()), s.want0, depth, p.scale,
+                          rounds_twice ? &p.host_base0 : nullptr);
+  if (bad.empty() && p.out1_count())
+    bad = check("kv_out", download(p.out1, p.out1_count()), s.want1, depth, p.scale,
+                rounds_twice ? &p.host_base1 : nullptr);
   return bad;
 }
 
