@@ -250,6 +250,38 @@ ggemm_status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &pro
               stages, fit, props.smem_optin);
 }
 
+// The accumulate epilogue reads the old C through a ring of staging slots
+// that the producer fills ahead of the epilogues (ptx/sm90/grouped_gemm.cuh;
+// 2 at least): the most slots, up to 4, beside which the whole reduction
+// still fits in the pipeline (short K: the LoRA expand, whose time is the
+// reads of C in flight; NOTES v0.15), with the short-K stage cap; else 2
+// slots and every stage that fits.
+ggemm_status choose_accumulate_ring(const DeviceProps &props, const GroupedShape &shape, int64_t k_iters,
+                                    Sm90Config *c) {
+  auto fit = [&](uint32_t slots) {
+    return sm90::max_stages(c->tile_m, c->swizzle_bytes, dtype_bytes(shape.c_dtype), uint32_t(props.smem_optin),
+                            slots, c->k_slices, c->weights_box_rows, c->consumer_warpgroups);
+  };
+  for (uint32_t slots = sm90::kMaxStagingBuffers; slots > 2; --slots) {
+    const uint32_t f = fit(slots);
+    if (f >= 2 && k_iters <= int64_t(f) && (c->stages == 0 || c->stages <= f)) {
+      c->staging_buffers = slots;
+      if (c->stages == 0) c->stages = std::min(f, short_k_stage_cap(k_iters));
+      return GGEMM_STATUS_SUCCESS;
+    }
+  }
+  const uint32_t f2 = fit(2);
+  if (f2 < 2)
+    return fail(GGEMM_STATUS_INVALID_CONFIG,
+                "tile_m %u with %u-byte swizzle and %s output leaves room for %u pipeline stage(s) beside the "
+                "accumulate epilogue's two staging slots in %d bytes of shared memory; at least 2 are needed",
+                c->tile_m, c->swizzle_bytes, dtype_name(shape.c_dtype), f2, props.smem_optin);
+  c->staging_buffers = 2;
+  if (c->stages == 0) c->stages = f2;
+  if (c->stages > f2 || c->stages < 2) return refuse_stages(c->stages, f2, props);
+  return GGEMM_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 int64_t row_block_bound(const GroupedShape &s, uint32_t tile_m) {
@@ -322,32 +354,7 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   const uint32_t fit2 = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin), 2,
                                          c.k_slices, c.weights_box_rows, c.consumer_warpgroups);
   if (shape.epilogue == GGEMM_EPILOGUE_ACCUMULATE) {
-    // The accumulate epilogue reads the old C through a ring of staging
-    // slots that the producer fills ahead of the epilogues (2 at least,
-    // ptx/sm90/grouped_gemm.cuh): as many as 4 where the whole reduction
-    // still fits in the pipeline beside them (short K: the LoRA expand,
-    // whose time is the reads of C in flight; NOTES v0.15), else 2 and every
-    // stage that fits.
-    for (uint32_t slots = sm90::kMaxStagingBuffers; slots > 2 && c.staging_buffers == 1; --slots) {
-      const uint32_t fit_slots = sm90::max_stages(c.tile_m, c.swizzle_bytes, out_bytes, uint32_t(props.smem_optin),
-                                                  slots, c.k_slices, c.weights_box_rows, c.consumer_warpgroups);
-      if (fit_slots >= 2 && k_iters <= int64_t(fit_slots) && (c.stages == 0 || c.stages <= fit_slots)) {
-        c.staging_buffers = slots;
-        if (c.stages == 0) c.stages = std::min(fit_slots, short_k_stage_cap(k_iters));
-      }
-    }
-    if (c.staging_buffers > 2) {
-      // chosen above
-    } else if (fit2 < 2) {
-      return fail(GGEMM_STATUS_INVALID_CONFIG,
-                  "tile_m %u with %u-byte swizzle and %s output leaves room for %u pipeline stage(s) beside the "
-                  "accumulate epilogue's two staging slots in %d bytes of shared memory; at least 2 are needed",
-                  c.tile_m, c.swizzle_bytes, dtype_name(shape.c_dtype), fit2, props.smem_optin);
-    } else {
-      c.staging_buffers = 2;
-      if (c.stages == 0) c.stages = fit2;
-      if (c.stages > fit2 || c.stages < 2) return refuse_stages(c.stages, fit2, props);
-    }
+    GGEMM_TRY(choose_accumulate_ring(props, shape, k_iters, &c));
   } else if (fit2 >= 2 && k_iters <= int64_t(fit2) && (c.stages == 0 || c.stages <= fit2)) {
     c.staging_buffers = 2;
     if (c.stages == 0) c.stages = std::min(fit2, short_k_stage_cap(k_iters));

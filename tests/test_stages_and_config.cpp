@@ -545,8 +545,9 @@ TEST(ChooseSm90Config, AccumulateRingOfOldCSlots) {
       if (slots > 2) {
         EXPECT_EQ(cfg.stages, std::min(fit, std::max(8u, 2 * k_steps)));
       } else {
-        EXPECT_EQ(cfg.stages, expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448, 2,
-                                              cfg.k_slices, cfg.weights_box_rows));
+        const uint32_t fit2 = expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448, 2,
+                                              cfg.k_slices, cfg.weights_box_rows);
+        EXPECT_EQ(cfg.stages, fit2);
       }
       // Every branch is reached: the LoRA expand's K 16 (4 slots of bf16
       // outputs, 3 of fp32) and a long K (2).
