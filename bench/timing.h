@@ -183,24 +183,45 @@ double median_ms(cudaStream_t stream, L2Flusher* flusher, int warmup, int reps, 
 // leaves dirty in the L2 is written back during the next flush, so it is
 // charged to the call. The flushes also keep the host ahead of the device
 // (a graph launch takes the host ~2-3 us), so warm-L2 rows, without them,
-// have no such figure. Both sequences are timed `reps` times, alternately;
-// medians. Every row that reports the figure takes the defaults.
+// have no such figure. Every row that reports the figure takes the defaults.
+//
+// The figure is a small difference of two ~1 ms sequences (20 flushes of
+// ~55 us each), so a drift of the clocks between the two sides moves it by
+// microseconds: v0.14's version (three alternations, with-calls timed first
+// each time) gave the same empty kernel 2.63 us on a freshly started
+// machine and 1.24 after minutes of other rows (NOTES v0.15). So the flushes
+// run once untimed first, the `pairs` pairs alternate which side goes first,
+// and the figure is the median of the pairs' differences.
 template <class Fn>
-double in_stream_ms(cudaStream_t stream, L2Flusher& flusher, Fn&& enqueue, int calls = 20, int reps = 3) {
+double in_stream_ms(cudaStream_t stream, L2Flusher& flusher, Fn&& enqueue, int calls = 20, int pairs = 8) {
   EventTimer timer;
-  std::vector<double> with_calls, flushes_alone;
-  for (int r = 0; r < reps; ++r) {
-    with_calls.push_back(timer.time(stream, nullptr, [&] {
+  auto with_calls = [&] {
+    return timer.time(stream, nullptr, [&] {
       for (int i = 0; i < calls; ++i) {
         flusher.flush(stream);
         enqueue();
       }
-    }));
-    flushes_alone.push_back(timer.time(stream, nullptr, [&] {
+    });
+  };
+  auto flushes_alone = [&] {
+    return timer.time(stream, nullptr, [&] {
       for (int i = 0; i < calls; ++i) flusher.flush(stream);
-    }));
+    });
+  };
+  flushes_alone();  // untimed: the clocks settle under the flushes' load first
+  std::vector<double> differences;
+  for (int r = 0; r < pairs; ++r) {
+    double with = 0, alone = 0;
+    if (r % 2 == 0) {
+      with = with_calls();
+      alone = flushes_alone();
+    } else {
+      alone = flushes_alone();
+      with = with_calls();
+    }
+    differences.push_back(with - alone);
   }
-  return (median(with_calls) - median(flushes_alone)) / calls;
+  return median(differences) / calls;
 }
 
 }  // namespace ggemm::bench
