@@ -152,7 +152,9 @@ typedef struct ggemm_config {
   int stages;         /* pipeline depth; 0 = as many as shared memory holds
                          (sm_90a: when the whole K fits in the ring, at most
                          8 or two tiles' k-steps; each stage costs barrier
-                         setup at kernel entry) */
+                         setup at kernel entry; with the accumulate epilogue
+                         the 2 to 4 staging slots that read the old outputs
+                         ahead take their share first) */
   int a_swizzle;      /* bytes: 128, 64 or 32 (activations) */
   int b_swizzle;      /* bytes: 128, 64 or 32 (weights); equal to a_swizzle */
 } ggemm_config;
