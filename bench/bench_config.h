@@ -6,6 +6,7 @@
 //   GGEMM_BENCH_TILE_M=64 build/bench/ggemm_bench --benchmark_filter=lora_shrink
 #pragma once
 #include <cstdlib>
+#include <string>
 
 #include "ggemm.h"
 
@@ -26,4 +27,17 @@ inline const ggemm_config* bench_config_override() {
     return cfg.tile_m != 0 || cfg.stages != 0 || cfg.cta_group != 0 || cfg.cluster_m != 0 || cfg.a_swizzle != 0;
   }();
   return set ? &cfg : nullptr;
+}
+
+// GGEMM_BENCH_EPILOGUE=accumulate: the MoE rows time ggemm's accumulate
+// epilogue (C += A W^T, C's read counted in the bytes) instead of the store,
+// for experiments on it (NOTES v0.15: long-K accumulate had no row). The
+// cuBLAS baselines stay in store mode, so compare ggemm with ggemm only.
+// The LoRA rows name their mode (_accumulate) and ignore it.
+inline bool bench_accumulate_override() {
+  static const bool accumulate = [] {
+    const char* v = std::getenv("GGEMM_BENCH_EPILOGUE");
+    return v && std::string(v) == "accumulate";
+  }();
+  return accumulate;
 }
