@@ -331,7 +331,7 @@ struct GroupedGemmSm90 {
     ptx::mbarrier_arrive_expect_tx(bar, consumers(p) * kStagingBytes);
     for (uint32_t cw = 0; cw < consumers(p); ++cw) {
       uint8_t *slot = slot0 + cw * p.staging_buffers * kStagingBytes;
-      const int32_t col = int32_t(tile.col0 + cw * kFeaturesPerWarpgroup - view.col_offset);
+      const int32_t col = int32_t(warpgroup_col0(tile, cw) - view.col_offset);
       for (uint32_t b = 0; b < kBoxes; ++b)
         ptx::tma_load_2d(slot + b * kStageTokens * 128, &p.tmap_out[tile.segment], bar,
                          col + int32_t(b * kColsPerBox), int32_t(tile.row0));
@@ -522,6 +522,16 @@ struct GroupedGemmSm90 {
   }
 
   // ---- epilogue -------------------------------------------------------------
+  // The features of a tile that consumer warpgroup cw owns: the first one's
+  // column, and how many (at most 64; 0 past the segment's end).
+  GGEMM_DEVICE static uint32_t warpgroup_col0(const GroupedTile &tile, uint32_t cw) {
+    return tile.col0 + cw * kFeaturesPerWarpgroup;
+  }
+  GGEMM_DEVICE static uint32_t warpgroup_cols(const GroupedTile &tile, uint32_t cw) {
+    return tile.cols > cw * kFeaturesPerWarpgroup ? min(tile.cols - cw * kFeaturesPerWarpgroup, kFeaturesPerWarpgroup)
+                                                  : 0;
+  }
+
   // Fragment of m64nNk16 (PTX ISA 9.7.15.5.1.1, "Register fragments"): warp w
   // of the warpgroup owns weight rows 16w..16w+15; acc[4j + e] is row
   // 16w + lane/4 + 8*(e/2), token 8j + 2*(lane%4) + e%2.
@@ -536,11 +546,7 @@ struct GroupedGemmSm90 {
     const uint32_t warp = tid / 32, lane = tid % 32;
     const uint32_t barrier_id = 1 + cw;  // named barrier of this warpgroup (0 is __syncthreads)
 
-    // Columns of this warpgroup's half that the tile owns (0 past the segment).
-    const uint32_t col0 = tile.col0 + cw * kFeaturesPerWarpgroup;
-    const uint32_t cols = tile.cols > cw * kFeaturesPerWarpgroup
-                              ? min(tile.cols - cw * kFeaturesPerWarpgroup, kFeaturesPerWarpgroup)
-                              : 0;
+    const uint32_t col0 = warpgroup_col0(tile, cw), cols = warpgroup_cols(tile, cw);
     // The segment of these columns; with span_segments they may cross a
     // split, and then each 8-column chunk is routed by the masked stores.
     const uint32_t segment = p.span_segments ? output_segment(p, col0) : tile.segment;
@@ -628,10 +634,7 @@ struct GroupedGemmSm90 {
                                                const float (&acc)[kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
     const uint32_t barrier_id = 1 + cw;
-    const uint32_t col0 = tile.col0 + cw * kFeaturesPerWarpgroup;
-    const uint32_t cols = tile.cols > cw * kFeaturesPerWarpgroup
-                              ? min(tile.cols - cw * kFeaturesPerWarpgroup, kFeaturesPerWarpgroup)
-                              : 0;
+    const uint32_t col0 = warpgroup_col0(tile, cw), cols = warpgroup_cols(tile, cw);
     const uint32_t rows = min(tile.rows, kStageTokens);  // tile_m <= 128: the whole tile
     const OutputView &view = p.out[tile.segment];
     const uint32_t slot = ring.count % p.staging_buffers;
