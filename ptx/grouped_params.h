@@ -30,6 +30,10 @@ struct GroupedGemmParams {
   CUtensorMap tmap_weights;  // weights, 3-D: {K, N, E} (K-major) or {N, K, E}
   CUtensorMap tmap_out[3];   // per segment: [rows, width], box {128 bytes, staged tokens}
   OutputView out[3];         // per segment, for the masked edge stores
+  // The operands' own pointers: activations [planes * M, K] and weights, for
+  // the kernels that load without tensor maps (ptx/sm90/short_k_gemm.cuh).
+  const void *tokens;
+  const void *weights;
   const float *row_scale;    // [M], kEpilogueRowScale only
   const uint32_t *a_offsets;
   const int32_t *expert_ids;

@@ -6,6 +6,7 @@
 #include "ptx/sm100/kernel_table.h"
 #include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/kernel_table.h"
+#include "ptx/sm90/short_k_layout.h"
 #include "ptx/sm90/smem_layout.h"
 
 namespace ggemm {
@@ -35,6 +36,11 @@ std::string kernel_name(const char *prefix, ggemm_dtype a, ggemm_dtype c, bool t
 
 std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m, uint32_t cluster_m) {
   return kernel_name("ggemm_sm90_grouped_", a, c, transpose_b, tile_m) + (cluster_m == 2 ? "_cl2" : "");
+}
+
+std::string sm90_short_k_kernel_name(ggemm_dtype a, ggemm_dtype c, uint32_t tile_m) {
+  return std::string("ggemm_sm90_short_k_") + dtype_name(a) + "_" + dtype_name(c) + "_kmajor_m" +
+         std::to_string(tile_m);
 }
 
 std::string sm100_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m, uint32_t cta_group) {
@@ -365,6 +371,21 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   }
   *out = c;
   return GGEMM_STATUS_SUCCESS;
+}
+
+uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *o) {
+  if (o || !shape.transpose_b || shape.k > int64_t(sm90::kShortKMaxK) || shape.short_k_request < 0) return 0;
+  if (shape.short_k_request == 0) {
+    const uint32_t pipeline_tile_m = auto_tile_m(kSm90Rules, shape, props.sm_count);
+    if (tile_bound(shape, pipeline_tile_m) > kShortKMaxTilesPerSm * props.sm_count) return 0;
+  }
+  // The smallest tile holding the typical group (as size_tile_m), 8 to 32:
+  // an 8-row decode group fills an 8-token tile.
+  const int64_t max_rows = shape.max_rows_per_group > 0 ? std::min(shape.max_rows_per_group, shape.m) : shape.m;
+  const int64_t rows = std::min<int64_t>((shape.m + shape.num_groups - 1) / shape.num_groups, max_rows);
+  uint32_t tile_m = sm90::kShortKMinTileM;
+  while (tile_m < sm90::kShortKMaxTileM && rows > int64_t(tile_m)) tile_m *= 2;
+  return tile_m;
 }
 
 ggemm_status choose_sm100_config(const DeviceProps &props, const GroupedShape &shape,

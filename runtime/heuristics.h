@@ -20,6 +20,9 @@ struct GroupedShape {
   ggemm_epilogue epilogue = GGEMM_EPILOGUE_STORE;
   int64_t col_blocks = 0;  // 128-wide column tiles per row block; 0 = ceil(n / 128)
   uint32_t k_slices_request = 0;  // sm_90a K-sliced stages: 0 = automatic, 1, 2 or 4 (GGEMM_K_SLICES, experiments)
+  // sm_90a short-K kernel: 0 = automatic, -1 = never, 1 = wherever it can run
+  // (GGEMM_SM90_SHORT_K=0 / 1, experiments and tests of both kernels).
+  int short_k_request = 0;
 };
 
 // Weight rows per tile on both architectures (the sm_90a tile of two m64
@@ -52,6 +55,21 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
 // "_cl2" appended for cluster_m 2).
 std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m,
                              uint32_t cluster_m = 1);
+
+// sm_90a's short-K kernel (ptx/sm90/short_k_gemm.cuh): the token tile it
+// runs with, or 0 when the persistent kernel takes the call. Where it can
+// run: K-major weights, K <= 128, no config override (a config describes
+// the persistent kernel). Automatic: when the persistent kernel would have
+// few tiles per SM (kShortKMaxTilesPerSm), i.e. the call is latency, not
+// bandwidth (decode LoRA expand).
+uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *override);
+
+// Tiles per SM of the persistent kernel at or below which the short-K
+// kernel takes a call it can run.
+constexpr int64_t kShortKMaxTilesPerSm = 4;
+
+// The short-K kernel's entry-point name (ptx/sm90/kernel_table.h).
+std::string sm90_short_k_kernel_name(ggemm_dtype a, ggemm_dtype c, uint32_t tile_m);
 
 struct Sm100Config {
   uint32_t tile_m = 0;         // tokens per tile (tcgen05.mma N)

@@ -9,6 +9,7 @@
 #include "ptx/grouped_params.h"
 #include "ptx/l2_prefetch.h"
 #include "ptx/sm100/smem_layout.h"
+#include "ptx/sm90/short_k_layout.h"
 #include "ptx/sm90/smem_layout.h"
 #include "runtime/debug.h"
 #include "runtime/heuristics.h"
@@ -48,6 +49,10 @@ struct ArchKernel {
   // on sm_90a the value the config sized its stages by, so the boxes and the
   // shared-memory layout cannot disagree.
   uint32_t weights_box_rows = 0;
+  // sm_90a's short-K kernel (ptx/sm90/short_k_gemm.cuh): no tensor maps, no
+  // pipeline; ctas_per_sm CTAs on each SM walk the tiles.
+  bool short_k = false;
+  uint32_t ctas_per_sm = 1;
 };
 
 // GGEMM_K_SLICES=1, 2 or 4 forces sm_90a's slices of K per stage where the
@@ -82,6 +87,32 @@ ggemm_status plan_sm90(const DeviceProps &props, const GroupedShape &shape, cons
   k->out_box_tokens = sm90::sm90_epilogue_stage_tokens(cfg.tile_m);
   k->cluster_size = cfg.cluster_m;
   return GGEMM_STATUS_SUCCESS;
+}
+
+// GGEMM_SM90_SHORT_K=0 keeps every call on the persistent sm_90a kernel, =1
+// sends every call the short-K kernel can run to it (experiments, and the
+// GPU tests of both kernels); unset or anything else = the rule. Read once
+// per process.
+int short_k_request() {
+  static const int request = [] {
+    const char *v = std::getenv("GGEMM_SM90_SHORT_K");
+    return v && (v[0] == '0' || v[0] == '1') && v[1] == 0 ? (v[0] == '1' ? 1 : -1) : 0;
+  }();
+  return request;
+}
+
+void plan_sm90_short_k(const DeviceProps &props, const GroupedLaunch &a, uint32_t tile_m, ArchKernel *k) {
+  k->arch = "sm_90a";
+  k->name = sm90_short_k_kernel_name(a.in_dtype, a.out_dtype, tile_m);
+  k->tile_m = tile_m;
+  k->tile_n = sm90::kTileN;
+  k->threads = sm90::kShortKThreads;
+  k->smem_bytes = sm90::make_short_k_layout(tile_m, uint32_t(a.k), dtype_bytes(a.out_dtype)).total_bytes();
+  k->short_k = true;
+  // As many CTAs as the launch bounds promise registers for, where shared
+  // memory (less ~1 KB the SM reserves per CTA) holds them too.
+  const uint32_t by_smem = uint32_t(props.smem_optin) / (k->smem_bytes + 1024);
+  k->ctas_per_sm = std::max<uint32_t>(1, std::min(sm90::kShortKMinBlocksPerSm, by_smem));
 }
 
 ggemm_status plan_sm100(const DeviceProps &props, const GroupedShape &shape, const GroupedLaunch &a, ArchKernel *k) {
@@ -129,29 +160,28 @@ ggemm_status encode_sliced_operands(const Driver &drv, const GroupedLaunch &a, c
   return encode_tensor_map(drv, weights, &p->tmap_weights);
 }
 
-// The kernel parameters: tensor maps of the call's own pointers (never
-// cached), the output views, the routing arrays and the config.
-ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKernel &k, bool span_segments,
-                         GroupedGemmParams *out) {
+// The tensor maps of the call's own pointers (never cached): operands and
+// output views.
+ggemm_status encode_tensor_maps(const Driver &drv, const GroupedLaunch &a, const ArchKernel &k,
+                                GroupedGemmParams *p) {
   const uint32_t tile_k = k.swizzle_bytes / 2;
   const uint32_t in_bytes = dtype_bytes(a.in_dtype), out_bytes = dtype_bytes(a.out_dtype);
-  GroupedGemmParams p{};
   // K-major weights narrower than a tile (LoRA shrink's 3R rows) load only
   // their rows (k.weights_box_rows).
   if (k.k_slices > 1) {
-    GGEMM_TRY(encode_sliced_operands(drv, a, k, &p));
+    GGEMM_TRY(encode_sliced_operands(drv, a, k, p));
   } else {
     GGEMM_TRY(encode_tensor_map(drv,
                                 {"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 2,
                                  {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, k.tile_m / k.cluster_size, 0},
                                  tma_swizzle_for_bytes(k.swizzle_bytes)},
-                                &p.tmap_tokens));
+                                &p->tmap_tokens));
     if (a.transpose_b) {
       GGEMM_TRY(encode_tensor_map(drv,
                                   {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
                                    {uint64_t(a.k), uint64_t(a.n), uint64_t(a.num_experts)},
                                    {tile_k, k.weights_box_rows, 1}, tma_swizzle_for_bytes(k.swizzle_bytes)},
-                                  &p.tmap_weights));
+                                  &p->tmap_weights));
     } else {
       // [E, K, N]: boxes of tile_k rows of K by one 128-byte row of features
       // (64 of 16 bits), 128B-swizzled; a weight tile is two such boxes.
@@ -159,7 +189,7 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
                                   {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,
                                    {uint64_t(a.n), uint64_t(a.k), uint64_t(a.num_experts)},
                                    {128 / in_bytes, tile_k, 1}, CU_TENSOR_MAP_SWIZZLE_128B},
-                                  &p.tmap_weights));
+                                  &p->tmap_weights));
     }
   }
   static const char *const kViewNames[3] = {"output segment 0", "output segment 1", "output segment 2"};
@@ -169,9 +199,22 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
         drv,
         {kViewNames[v], view.base, tma_dtype(a.out_dtype), out_bytes, 2, {uint64_t(view.width), uint64_t(view.rows), 0},
          {128 / out_bytes, k.out_box_tokens, 0}, CU_TENSOR_MAP_SWIZZLE_128B, uint64_t(view.ld)},
-        &p.tmap_out[v]));
-    p.out[v] = OutputView{view.base, uint32_t(view.ld), uint32_t(view.col_offset)};
+        &p->tmap_out[v]));
   }
+  return GGEMM_STATUS_SUCCESS;
+}
+
+// The kernel parameters: the tensor maps (none for the short-K kernel, which
+// loads through the pointers: they stay zero), the output views, the routing
+// arrays and the config.
+ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKernel &k, bool span_segments,
+                         GroupedGemmParams *out) {
+  GroupedGemmParams p{};
+  if (!k.short_k) GGEMM_TRY(encode_tensor_maps(drv, a, k, &p));
+  for (int v = 0; v < 3; ++v)
+    p.out[v] = OutputView{a.views[v].base, uint32_t(a.views[v].ld), uint32_t(a.views[v].col_offset)};
+  p.tokens = a.a;
+  p.weights = a.b;
   p.row_scale = a.row_scale;
   p.a_offsets = a.a_offsets;
   p.expert_ids = a.expert_ids;
@@ -233,9 +276,16 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
                      a.num_groups, a.max_rows_per_group, a.epilogue, col_blocks};
   // Without a driver that encodes the K-sliced views, one slice per stage.
   shape.k_slices_request = sliced_views_supported(drv) ? k_slices_request() : 1;
+  shape.short_k_request = short_k_request();
   ArchKernel k;
   switch (dev.arch()) {
-    case Arch::kSm90a: GGEMM_TRY(plan_sm90(dev.props(), shape, a, &k)); break;
+    case Arch::kSm90a:
+      if (const uint32_t tile_m = choose_sm90_short_k(dev.props(), shape, a.config)) {
+        plan_sm90_short_k(dev.props(), a, tile_m, &k);
+      } else {
+        GGEMM_TRY(plan_sm90(dev.props(), shape, a, &k));
+      }
+      break;
     case Arch::kSm100a: GGEMM_TRY(plan_sm100(dev.props(), shape, a, &k)); break;
   }
   GroupedGemmParams p;
@@ -275,20 +325,22 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
     GGEMM_CU(drv, cuOccupancyMaxActiveClusters(&resident, function, &lc));
     if (resident > 0) max_clusters = std::min<int64_t>(max_clusters, resident);
   }
+  // The short-K kernel: ctas_per_sm CTAs an SM, none without a tile.
+  if (k.short_k) max_clusters = int64_t(dev.props().sm_count) * k.ctas_per_sm;
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(max_clusters, row_blocks * pair_col_blocks));
   const int64_t grid = clusters * k.cluster_size;
   lc.gridDimX = uint32_t(grid);
-  set_l2_prefetch(a, grid, &p);
+  if (!k.short_k) set_l2_prefetch(a, grid, &p);  // the short-K kernel prefetches nothing
 
   if (debug_enabled()) {
     std::fprintf(stderr,
                  "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | "
-                 "%s kernel %s | tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u consumers %u | "
+                 "%s kernel %s%s | tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u consumers %u | "
                  "grid %lld x %u threads (clusters of %u), %u B smem | L2 prefetch: activations %llu B, weights %llu B\n",
                  a.op, (long long)a.m, (long long)a.n, (long long)a.k, (long long)a.num_experts,
                  (long long)a.num_groups, dtype_name(a.in_dtype), dtype_name(a.out_dtype),
                  a.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)a.split0, (long long)a.split1,
-                 a.a_planes ? " planes" : "", k.arch, k.name.c_str(), k.tile_m, k.tile_n, k.swizzle_bytes / 2,
+                 a.a_planes ? " planes" : "", k.arch, k.name.c_str(), k.short_k ? " (short K: no pipeline)" : "", k.tile_m, k.tile_n, k.swizzle_bytes / 2,
                  k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes, k.staging_buffers,
                  k.consumer_warpgroups, (long long)grid, k.threads, k.cluster_size, k.smem_bytes,
                  (unsigned long long)p.l2_prefetch_bytes[0],

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Disassembles the kernel fatbins and checks every sm_90a kernel for wgmma
-(HGMMA) and for no local-memory traffic (LDL/STL: spills or stack arrays).
+"""Disassembles the kernel fatbins and checks every sm_90a kernel for its
+tensor-core instruction (HGMMA: wgmma; the short-K kernels HMMA: mma.sync)
+and for no local-memory traffic (LDL/STL: spills or stack arrays).
 
 Exit 0 = pass, 1 = fail, 77 = skipped (no cuobjdump; ctest reports SKIP).
 """
@@ -27,7 +28,10 @@ def main():
         # Split the listing into functions.
         for name, body in re.findall(r"Function : (\S+)\n(.*?)(?=\n\s+Function : |\Z)", out.stdout, re.S):
             checked += 1
-            if name.startswith("ggemm_sm90_") and "HGMMA" not in body:
+            if name.startswith("ggemm_sm90_short_k_"):
+                if not re.search(r"\bHMMA\.16816\.F32", body):
+                    failures.append(f"{name}: no HMMA.16816.F32 (mma.sync m16n8k16) instruction")
+            elif name.startswith("ggemm_sm90_") and "HGMMA" not in body:
                 failures.append(f"{name}: no HGMMA (wgmma) instruction")
             local = re.findall(r"\b(LDL|STL)(\.\S+)?\b", body)
             if local:

@@ -17,6 +17,7 @@
 #include "ptx/sm100/kernel_table.h"
 #include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/kernel_table.h"
+#include "ptx/sm90/short_k_layout.h"
 #include "ptx/sm90/smem_layout.h"
 #include "runtime/device.h"
 #include "runtime/heuristics.h"
@@ -704,6 +705,104 @@ TEST(Sm90KernelNames, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) {
   EXPECT_EQ(table.size(), 76u);
 }
 
+
+// ---- (c2) sm_90a short-K kernel: when it takes a call, its tile, its names ------
+
+// The LoRA expand of Llama-3-8B's Q/K/V (q 4096, kv 1024: 48 column blocks
+// over the three segments), K = rank, M tokens over `groups` adapters.
+GroupedShape lora_expand(int64_t m, int64_t rank, int64_t groups = 8) {
+  GroupedShape s = shape(m, rank);
+  s.m = m;
+  s.n = 4096 + 2 * 1024;
+  s.num_groups = groups;
+  s.max_rows_per_group = m;
+  s.col_blocks = 32 + 8 + 8;
+  return s;
+}
+
+TEST(Sm90ShortK, TakesTheDecodeExpandWithAnEightTokenTile) {
+  // 64 tokens, 8 adapters: the persistent kernel would run 16-token tiles,
+  // (64 / 16 + 8) x 48 = 576 <= 4 x 132 tiles by the host's bound.
+  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 16), nullptr), 8u);
+  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 128), nullptr), 8u);
+  // 16 rows per adapter on average: a 16-token tile; 32 or more: 32.
+  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(128, 16), nullptr), 16u);
+  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(256, 16, 4), nullptr), 32u);
+}
+
+TEST(Sm90ShortK, LeavesBandwidthBoundCallsToThePersistentKernel) {
+  // M 4096: 32 x 48 tiles of 128 tokens, 11.6 per SM.
+  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(4096, 16), nullptr), 0u);
+  // Unless asked to take whatever it can run (GGEMM_SM90_SHORT_K=1): then
+  // the largest tile, 32.
+  GroupedShape forced = lora_expand(4096, 16);
+  forced.short_k_request = 1;
+  EXPECT_EQ(choose_sm90_short_k(h200(), forced, nullptr), 32u);
+  // At the bound: groups of 16 rows (the persistent kernel's tile 16), one
+  // row block each, 48 column blocks: 11 groups make 528 = 4 x 132 tiles and
+  // are taken; 12 make 576 and are not.
+  GroupedShape at = lora_expand(11 * 16, 16, 11);
+  at.max_rows_per_group = 16;
+  EXPECT_EQ(choose_sm90_short_k(h200(), at, nullptr), 16u);
+  at = lora_expand(12 * 16, 16, 12);
+  at.max_rows_per_group = 16;
+  EXPECT_EQ(choose_sm90_short_k(h200(), at, nullptr), 0u);
+}
+
+TEST(Sm90ShortK, OnlyWhereItCanRun) {
+  // K past 128, weights stored [E, K, N], a caller's config (it describes
+  // the persistent kernel), or GGEMM_SM90_SHORT_K=0: never.
+  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 136), nullptr), 0u);
+  GroupedShape mn = lora_expand(64, 16);
+  mn.transpose_b = false;
+  EXPECT_EQ(choose_sm90_short_k(h200(), mn, nullptr), 0u);
+  const ggemm_config o = blank_config();
+  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 16), &o), 0u);
+  GroupedShape never = lora_expand(64, 16);
+  never.short_k_request = -1;
+  EXPECT_EQ(choose_sm90_short_k(h200(), never, nullptr), 0u);
+}
+
+#define GGEMM_TEST_COLLECT_SHORT_K_NAME(E, EN, O, ON, TM) \
+  names.insert("ggemm_sm90_short_k_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_kmajor_m" GGEMM_TEST_STR(TM));
+
+TEST(Sm90ShortK, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
+  std::set<std::string> table;
+  {
+    std::set<std::string> &names = table;
+    GGEMM_SM90_SHORT_K_KERNELS(GGEMM_TEST_COLLECT_SHORT_K_NAME)
+  }
+  std::set<std::string> reached;
+  for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
+    for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
+      for (int64_t m : {1, 8, 9, 64, 100, 128, 256, 8192})
+        for (int64_t rank : {8, 16, 64, 128}) {
+          GroupedShape s = lora_expand(m, rank);
+          s.a_dtype = a, s.c_dtype = c, s.short_k_request = 1;
+          const uint32_t tile_m = choose_sm90_short_k(h200(), s, nullptr);
+          ASSERT_NE(tile_m, 0u);
+          const std::string name = sm90_short_k_kernel_name(a, c, tile_m);
+          EXPECT_EQ(table.count(name), 1u) << "tile chosen but no kernel: " << name;
+          reached.insert(name);
+        }
+  for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no call reaches: " << n;
+  // 2 operand dtypes x 3 output dtypes x tiles 8, 16, 32.
+  EXPECT_EQ(table.size(), 18u);
+}
+
+TEST(Sm90ShortK, SharedMemoryLayout) {
+  // Rows of K rounded up to 16, plus 16 bytes: K 16 -> 48, K 24 -> 80, K 128 -> 272.
+  EXPECT_EQ(sm90::short_k_row_bytes(16), 48u);
+  EXPECT_EQ(sm90::short_k_row_bytes(24), 80u);
+  EXPECT_EQ(sm90::short_k_row_bytes(128), 272u);
+  // 128 weight rows and 8 token rows of K 16, then 8 staged rows of 128 bf16 + 16.
+  const sm90::ShortKLayout l = sm90::make_short_k_layout(8, 16, 2);
+  EXPECT_EQ(l.tokens_offset(), 128u * 48);
+  EXPECT_EQ(l.staging_offset(), 136u * 48);
+  EXPECT_EQ(l.total_bytes(), 136u * 48 + 8 * 272);
+  // fp32 staging rows: 512 + 32 bytes.
+  EXPECT_EQ(sm90::make_short_k_layout(32, 128, 4).total_bytes(), 160u * 272 + 32 * 544);
+}
 
 // ---- (d) sm_100a: stages, config choice, kernel names ----------------------------
 

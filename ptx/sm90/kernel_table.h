@@ -36,6 +36,22 @@
 #define GGEMM_SM90_KERNELS_FP16(X) GGEMM_SM90_FOR_OUT(X, __half, fp16)
 #define GGEMM_SM90_KERNELS(X) GGEMM_SM90_KERNELS_BF16(X) GGEMM_SM90_KERNELS_FP16(X)
 
+// The short-K kernels (short_k_gemm.cuh): K-major weights, every output
+// dtype, token tiles of 8 to 32 (ptx/sm90/short_k_layout.h; at 64 the
+// accumulators spill under the launch bounds).
+// Y(elem, elem_name, out, out_name, tile_m)
+#define GGEMM_SM90_SHORT_K_FOR_TILE_M(Y, E, EN, O, ON) \
+  Y(E, EN, O, ON, 8)                                    \
+  Y(E, EN, O, ON, 16)                                   \
+  Y(E, EN, O, ON, 32)
+#define GGEMM_SM90_SHORT_K_FOR_OUT(Y, E, EN)                          \
+  GGEMM_SM90_SHORT_K_FOR_TILE_M(Y, E, EN, __nv_bfloat16, bf16)        \
+  GGEMM_SM90_SHORT_K_FOR_TILE_M(Y, E, EN, __half, fp16)               \
+  GGEMM_SM90_SHORT_K_FOR_TILE_M(Y, E, EN, float, fp32)
+#define GGEMM_SM90_SHORT_K_KERNELS_BF16(Y) GGEMM_SM90_SHORT_K_FOR_OUT(Y, __nv_bfloat16, bf16)
+#define GGEMM_SM90_SHORT_K_KERNELS_FP16(Y) GGEMM_SM90_SHORT_K_FOR_OUT(Y, __half, fp16)
+#define GGEMM_SM90_SHORT_K_KERNELS(Y) GGEMM_SM90_SHORT_K_KERNELS_BF16(Y) GGEMM_SM90_SHORT_K_KERNELS_FP16(Y)
+
 // Whether a tile_m offers GGEMM_EPILOGUE_ACCUMULATE (256 has no registers left for it).
 #define GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(tile_m) ((tile_m) < 256)
 

@@ -4,10 +4,19 @@
 #pragma once
 #include "grouped_gemm.cuh"
 #include "kernel_table.h"
+#include "short_k_gemm.cuh"
 
 #define GGEMM_SM90_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                            \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                    \
       ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF(const __grid_constant__ ggemm::GroupedGemmParams p) { \
     using namespace ggemm::sm90;                                                              \
     GroupedGemmSm90<E, O, TM, L, CL>::run(p);                                                 \
+  }
+
+// Short-K kernels: up to kShortKMinBlocksPerSm CTAs an SM by registers (the
+// runtime sizes the grid by it, runtime/launch_grouped.cpp).
+#define GGEMM_SM90_DEFINE_SHORT_K_KERNEL(E, EN, O, ON, TM)                                                   \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kShortKThreads, ggemm::sm90::kShortKMinBlocksPerSm) \
+      ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM(const __grid_constant__ ggemm::GroupedGemmParams p) {     \
+    ggemm::sm90::ShortKGroupedGemmSm90<E, O, TM>::run(p);                                                   \
   }

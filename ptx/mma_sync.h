@@ -1,0 +1,93 @@
+// Warp-level tensor-core multiplies and the loads that feed them: ldmatrix
+// (non-transposed), mma.sync m16n8k16 with fp32 accumulators, and cp.async
+// 16-byte copies with zero fill (PTX ISA 9.7.14.5.15 "ldmatrix", 9.7.14.5.14
+// "mma.sync m16n8k16", 9.7.9.25 "cp.async"). The short-K kernel
+// (ptx/sm90/short_k_gemm.cuh) runs on these: its tiles are one multiply deep,
+// so warp-synchronous MMAs without descriptors or barriers serve it best.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "arch.h"
+
+#if defined(__CUDACC__)
+namespace ggemm::ptx {
+
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16: lane l gives the address of row
+// l % 8 of matrix l / 8; register r_i receives this lane's fragment of matrix
+// i (row lane / 4, columns 2 * (lane % 4) and + 1). One whole warp.
+GGEMM_DEVICE void ldmatrix_x4(uint32_t smem_row_addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+#if GGEMM_SM90A || GGEMM_SM100A
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_row_addr)
+               : "memory");
+#else
+  GGEMM_ARCH_TRAP("ldmatrix");
+#endif
+}
+
+// The same for two matrices (lanes 0..15 give the addresses).
+GGEMM_DEVICE void ldmatrix_x2(uint32_t smem_row_addr, uint32_t &r0, uint32_t &r1) {
+#if GGEMM_SM90A || GGEMM_SM100A
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r0), "=r"(r1)
+               : "r"(smem_row_addr)
+               : "memory");
+#else
+  GGEMM_ARCH_TRAP("ldmatrix");
+#endif
+}
+
+// d += a * b for one m16n8k16 block, 16-bit operands (bf16 or fp16, as
+// Elem), fp32 accumulators. a: the row-major 16x16 A fragment (a[0..3] as
+// ldmatrix_x4 returns rows 0-7 / 8-15 at k 0-7, then at k 8-15); b: the
+// column-major 16x8 B fragment (k 0-7, then k 8-15); d[0..1]: row lane / 4,
+// columns 2 * (lane % 4) and + 1; d[2..3]: the same, row + 8.
+template <typename Elem>
+GGEMM_DEVICE void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if GGEMM_SM90A || GGEMM_SM100A
+  if constexpr (std::is_same_v<Elem, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+#else
+  GGEMM_ARCH_TRAP("mma.sync");
+#endif
+}
+
+// cp.async.cg.shared.global, 16 bytes: copies `src` to `smem_addr` without
+// passing through registers, or writes 16 zero bytes when `valid` is false
+// (src-size 0: nothing is read; src must still be a mapped address).
+GGEMM_DEVICE void cp_async_16(uint32_t smem_addr, const void *src, bool valid) {
+#if GGEMM_SM90A || GGEMM_SM100A
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  GGEMM_ARCH_TRAP("cp.async");
+#endif
+}
+
+// Waits until every cp.async this thread issued has landed (other threads'
+// copies need a barrier after it).
+GGEMM_DEVICE void cp_async_wait_all() {
+#if GGEMM_SM90A || GGEMM_SM100A
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#else
+  GGEMM_ARCH_TRAP("cp.async");
+#endif
+}
+
+}  // namespace ggemm::ptx
+#endif

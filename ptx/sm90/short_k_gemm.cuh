@@ -1,0 +1,208 @@
+// The sm_90a short-K grouped GEMM: for K up to 128 (the LoRA expand, whose K
+// is the adapter rank), when the call has few tiles for the GPU (decode).
+//
+// Such a tile is one multiply deep: K fits in shared memory at once. The
+// persistent kernel (grouped_gemm.cuh) still pays its pipeline for it, a
+// chain of synchronisations per tile (handoff, stage barriers, staging
+// barrier, stores: ~0.85 us a tile at the decode expand, NOTES v0.15) after a
+// prologue of barrier inits (~1.2 us, NOTES v0.14). Here there is no pipeline
+// and no mbarrier: many small CTAs per SM, each walking the same tiles as the
+// persistent kernel (GroupedTileScheduler, from blockIdx.x by gridDim.x), and
+// per tile:
+//   1. cp.async copies of the tile's weight rows and token rows (and, in
+//      accumulate mode, its old outputs) into shared memory, all in flight
+//      at once, zero-filled past the group's rows, the segment's columns and
+//      K;
+//   2. four warps, each 32 weight rows by all the tile's tokens:
+//      ldmatrix + mma.sync m16n8k16 (weights on the MMA's M, tokens on its
+//      n8: a decode group of a few rows fills an 8-token tile);
+//   3. alpha, the routing weight or the old value, one rounding, into a
+//      staging tile; then 16-byte stores of whole rows, masked at the group's
+//      and segment's edges and routed to each segment's output view.
+// Latency hides behind the SM's other CTAs instead of a pipeline. Unlike
+// the persistent kernel it prefetches nothing at entry: on the decode expand
+// the routing arrays' prefetch.global.L1 cost 0.45 us and the operands' L2
+// prefetch gained nothing (NOTES v0.16). K-major weights only; K a multiple
+// of 8 (the C ABI's rule).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "../grouped_params.h"
+#include "../mma_sync.h"
+#include "../routing_check.h"
+#include "../tile_scheduler.h"
+#include "short_k_layout.h"
+
+namespace ggemm::sm90 {
+
+// fp32 <-> the output type, one element.
+template <typename T>
+struct ShortKOut;
+template <>
+struct ShortKOut<__nv_bfloat16> {
+  GGEMM_DEVICE static __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+  GGEMM_DEVICE static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+};
+template <>
+struct ShortKOut<__half> {
+  GGEMM_DEVICE static __half from_float(float v) { return __float2half_rn(v); }
+  GGEMM_DEVICE static float to_float(__half v) { return __half2float(v); }
+};
+template <>
+struct ShortKOut<float> {
+  GGEMM_DEVICE static float from_float(float v) { return v; }
+  GGEMM_DEVICE static float to_float(float v) { return v; }
+};
+
+template <typename Elem, typename Out, int TileM>
+struct ShortKGroupedGemmSm90 {
+  static_assert(TileM % 8 == 0 && TileM >= int(kShortKMinTileM) && TileM <= int(kShortKMaxTileM) &&
+                    (TileM == 8 || TileM % 16 == 0),
+                "token tiles of 8, or multiples of 16 (ldmatrix x4 loads two 8-token blocks)");
+  static constexpr int kTokenBlocks = TileM / 8;                        // the MMA's n8 blocks
+  static constexpr int kFeatureBlocks = int(kTileN / kShortKWarps / 16);  // m16 blocks of one warp (2)
+  static constexpr uint32_t kOutBytes = sizeof(Out);
+  static constexpr uint32_t kChunkElems = 16 / kOutBytes;  // outputs per 16-byte chunk
+  static constexpr uint32_t kChunksPerRow = kTileN / kChunkElems;
+
+  GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    const ShortKLayout layout = make_short_k_layout(TileM, p.k, kOutBytes);
+    // Checked mode: one warp of CTA 0 looks at the routing arrays first.
+    if (p.device_status && blockIdx.x == 0 && threadIdx.x < 32) check_routing_warp(p);
+    // Every thread walks the tiles (the same broadcast loads of the offsets),
+    // so no thread waits on another for its tile.
+    GroupedTileScheduler sched(grouped_problem(p), TileM, kTileN);
+    GroupedTile tile;
+    for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
+      __syncthreads();  // the previous tile's staged outputs are all read out
+      multiply_tile(p, tile, smem, layout);
+    }
+  }
+
+  // The segment (output view) of tile column `col`: the tile's, or with
+  // span_segments each 8-column chunk's own (splits are multiples of 8).
+  GGEMM_DEVICE static uint32_t segment_of(const GroupedGemmParams &p, const GroupedTile &tile, uint32_t col) {
+    return p.span_segments ? output_segment(p, tile.col0 + col) : tile.segment;
+  }
+
+  // Where output (tile row `row`, tile column `col`) lives.
+  GGEMM_DEVICE static Out *output_at(const GroupedGemmParams &p, const GroupedTile &tile, uint32_t row,
+                                     uint32_t col) {
+    const OutputView &view = p.out[segment_of(p, tile, col)];
+    return reinterpret_cast<Out *>(view.base) + size_t(tile.row0 + row) * view.ld + (tile.col0 + col - view.col_offset);
+  }
+
+  GGEMM_DEVICE static void multiply_tile(const GroupedGemmParams &p, const GroupedTile &tile, uint8_t *smem,
+                                         const ShortKLayout &layout) {
+    const bool active = tile.expert >= 0;
+    const bool accumulate = p.epilogue == kEpilogueAccumulate;
+    if (!active && accumulate) return;  // C += 0 (the whole CTA takes this branch)
+    const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
+    uint8_t *staging = smem + layout.staging_offset();
+
+    // 1. Every copy of the tile in flight at once.
+    if (active) {
+      const uint32_t row_chunks = layout.row_bytes / 16 - 1;  // K rounded up to 16, in 16-byte chunks
+      const uint32_t k_chunks = p.k / 8;                      // the chunks that hold K (the rest: zeros)
+      const Elem *weights = static_cast<const Elem *>(p.weights);
+      const size_t expert_row0 = size_t(tile.expert) * p.n + tile.col0;
+      for (uint32_t i = tid; i < kTileN * row_chunks; i += kShortKThreads) {
+        const uint32_t row = i / row_chunks, c = i % row_chunks;
+        const bool valid = row < tile.cols && c < k_chunks;
+        const Elem *src = valid ? weights + (expert_row0 + row) * p.k + 8 * c : weights;
+        ptx::cp_async_16(smem_base + layout.weights_offset() + row * layout.row_bytes + 16 * c, src, valid);
+      }
+      const Elem *tokens = static_cast<const Elem *>(p.tokens);
+      // LoRA expand's planes: segment s reads activation rows m + s * M.
+      const size_t token_row0 = size_t(tile.row0) + (p.a_planes ? size_t(tile.segment) * p.m : 0);
+      for (uint32_t i = tid; i < TileM * row_chunks; i += kShortKThreads) {
+        const uint32_t row = i / row_chunks, c = i % row_chunks;
+        const bool valid = row < tile.rows && c < k_chunks;
+        const Elem *src = valid ? tokens + (token_row0 + row) * p.k + 8 * c : tokens;
+        ptx::cp_async_16(smem_base + layout.tokens_offset() + row * layout.row_bytes + 16 * c, src, valid);
+      }
+    }
+    if (accumulate) {
+      for (uint32_t i = tid; i < TileM * kChunksPerRow; i += kShortKThreads) {
+        const uint32_t row = i / kChunksPerRow, col = i % kChunksPerRow * kChunkElems;
+        const bool valid = row < tile.rows && col < tile.cols;
+        const void *src = valid ? static_cast<const void *>(output_at(p, tile, row, col)) : p.out[0].base;
+        ptx::cp_async_16(smem_base + layout.staging_offset() + row * layout.staging_row_bytes + col * kOutBytes, src,
+                         valid);
+      }
+    }
+    ptx::cp_async_wait_all();
+    __syncthreads();
+
+    // 2. This warp's 32 weight rows by the tile's tokens, K in steps of 16.
+    float acc[kFeatureBlocks][kTokenBlocks][4] = {};
+    if (active) {
+      // ldmatrix lane addresses. Weights (A, x4): rows lane % 16 of the
+      // block, K half lane / 16. Tokens (B): rows (lane / 16) * 8 + lane % 8,
+      // K half (lane / 8) % 2 — matrices (tokens 0-7, k 0-7), (0-7, k 8-15),
+      // (8-15, k 0-7), (8-15, k 8-15).
+      const uint32_t a_addr =
+          smem_base + layout.weights_offset() + (warp * 32 + lane % 16) * layout.row_bytes + (lane / 16) * 16;
+      const uint32_t b_addr =
+          smem_base + layout.tokens_offset() + ((lane / 16) * 8 + lane % 8) * layout.row_bytes + (lane / 8 % 2) * 16;
+      const uint32_t k_steps = (p.k + 15) / 16;
+      for (uint32_t ks = 0; ks < k_steps; ++ks) {
+        uint32_t a[kFeatureBlocks][4];
+#pragma unroll
+        for (int fb = 0; fb < kFeatureBlocks; ++fb)
+          ptx::ldmatrix_x4(a_addr + fb * 16 * layout.row_bytes + ks * 32, a[fb][0], a[fb][1], a[fb][2], a[fb][3]);
+        uint32_t b[kTokenBlocks][2];
+        if constexpr (kTokenBlocks == 1) {
+          ptx::ldmatrix_x2(b_addr + ks * 32, b[0][0], b[0][1]);
+        } else {
+#pragma unroll
+          for (int tb = 0; tb < kTokenBlocks; tb += 2)
+            ptx::ldmatrix_x4(b_addr + tb * 8 * layout.row_bytes + ks * 32, b[tb][0], b[tb][1], b[tb + 1][0],
+                             b[tb + 1][1]);
+        }
+#pragma unroll
+        for (int fb = 0; fb < kFeatureBlocks; ++fb)
+#pragma unroll
+          for (int tb = 0; tb < kTokenBlocks; ++tb) ptx::mma_m16n8k16<Elem>(acc[fb][tb], a[fb], b[tb][0], b[tb][1]);
+      }
+    }
+
+    // 3. Staged as the output type: acc[fb][tb][e] is weight row
+    // 32 warp + 16 fb + lane / 4 (+ 8 for e >= 2) and token 8 tb + 2 (lane % 4)
+    // + e % 2. Zeros for an inactive tile (store and row-scale epilogues).
+    const bool scale = p.epilogue == kEpilogueRowScale && active;
+#pragma unroll
+    for (int tb = 0; tb < kTokenBlocks; ++tb) {
+#pragma unroll
+      for (int odd = 0; odd < 2; ++odd) {
+        const uint32_t token = 8 * tb + 2 * (lane % 4) + odd;
+        const float s = scale ? (token < tile.rows ? __ldg(&p.row_scale[tile.row0 + token]) : 0.f) : 1.f;
+        Out *row = reinterpret_cast<Out *>(staging + token * layout.staging_row_bytes);
+#pragma unroll
+        for (int fb = 0; fb < kFeatureBlocks; ++fb) {
+#pragma unroll
+          for (int hi = 0; hi < 2; ++hi) {
+            const uint32_t feature = warp * 32 + fb * 16 + lane / 4 + 8 * hi;
+            float v = active ? acc[fb][tb][2 * hi + odd] * p.alpha * s : 0.f;
+            if (accumulate) v += ShortKOut<Out>::to_float(row[feature]);
+            row[feature] = ShortKOut<Out>::from_float(v);
+          }
+        }
+      }
+    }
+    __syncthreads();
+
+    // 4. Whole 16-byte chunks of rows out, inside the group and segment.
+    for (uint32_t i = tid; i < TileM * kChunksPerRow; i += kShortKThreads) {
+      const uint32_t row = i / kChunksPerRow, col = i % kChunksPerRow * kChunkElems;
+      if (row >= tile.rows || col >= tile.cols) continue;
+      *reinterpret_cast<uint4 *>(output_at(p, tile, row, col)) =
+          *reinterpret_cast<const uint4 *>(staging + row * layout.staging_row_bytes + col * kOutBytes);
+    }
+  }
+};
+
+}  // namespace ggemm::sm90
