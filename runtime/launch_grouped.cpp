@@ -333,17 +333,27 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   if (!k.short_k) set_l2_prefetch(a, grid, &p);  // the short-K kernel prefetches nothing
 
   if (debug_enabled()) {
+    // The config part: the persistent kernels' pipeline, or the short-K
+    // kernel's tile (it has no stages, swizzle or staging ring).
+    char config[192];
+    if (k.short_k) {
+      std::snprintf(config, sizeof config, "tile %ux%u, whole K, no pipeline, up to %u CTAs an SM", k.tile_m,
+                    k.tile_n, k.ctas_per_sm);
+    } else {
+      std::snprintf(config, sizeof config,
+                    "tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u consumers %u", k.tile_m,
+                    k.tile_n, k.swizzle_bytes / 2, k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes,
+                    k.staging_buffers, k.consumer_warpgroups);
+    }
     std::fprintf(stderr,
                  "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | "
-                 "%s kernel %s%s | tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u consumers %u | "
-                 "grid %lld x %u threads (clusters of %u), %u B smem | L2 prefetch: activations %llu B, weights %llu B\n",
+                 "%s kernel %s | %s | grid %lld x %u threads (clusters of %u), %u B smem | L2 prefetch: "
+                 "activations %llu B, weights %llu B\n",
                  a.op, (long long)a.m, (long long)a.n, (long long)a.k, (long long)a.num_experts,
                  (long long)a.num_groups, dtype_name(a.in_dtype), dtype_name(a.out_dtype),
                  a.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)a.split0, (long long)a.split1,
-                 a.a_planes ? " planes" : "", k.arch, k.name.c_str(), k.short_k ? " (short K: no pipeline)" : "", k.tile_m, k.tile_n, k.swizzle_bytes / 2,
-                 k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes, k.staging_buffers,
-                 k.consumer_warpgroups, (long long)grid, k.threads, k.cluster_size, k.smem_bytes,
-                 (unsigned long long)p.l2_prefetch_bytes[0],
+                 a.a_planes ? " planes" : "", k.arch, k.name.c_str(), config, (long long)grid, k.threads,
+                 k.cluster_size, k.smem_bytes, (unsigned long long)p.l2_prefetch_bytes[0],
                  (unsigned long long)p.l2_prefetch_bytes[1]);
   }
 

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # GGEMM_DEBUG=1 prints every tensor map, the chosen kernel/config and the
 # launch geometry of each call. Runs one GPU test with it; skips (77) when
-# the GPU tests skip.
+# the GPU tests skip. The test's K (64) is short enough for sm_90a's short-K
+# kernel, which encodes no tensor map: GGEMM_SM90_SHORT_K=0 keeps the call on
+# the persistent kernel for the tensor-map lines, and a second run with =1
+# checks the short-K kernel's line on sm_90a.
 set -uo pipefail
 tests_bin=$1
-out=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Shapes/GroupedMatmulGpu.MatchesReference/planes_aligned_kmajor' 2>&1)
+test_case='Shapes/GroupedMatmulGpu.MatchesReference/planes_aligned_kmajor'
+out=$(GGEMM_SM90_SHORT_K=0 GGEMM_DEBUG=1 "$tests_bin" --gtest_filter="$test_case" 2>&1)
 if grep -q '\[  SKIPPED \]' <<<"$out"; then
   echo "SKIP: the GPU test skipped (no usable GPU)"; exit 77
 fi
@@ -14,4 +18,10 @@ for want in '\[ggemm\]   tensor map activations' '\[ggemm\]   tensor map weights
   grep -q "$want" <<<"$out" || { echo "FAIL: no line matching '$want'"; fail=1; }
 done
 grep '\[ggemm\]' <<<"$out" | head -8
+if grep -q 'sm_90a kernel' <<<"$out"; then
+  out_k=$(GGEMM_SM90_SHORT_K=1 GGEMM_DEBUG=1 "$tests_bin" --gtest_filter="$test_case" 2>&1)
+  grep -q 'sm_90a kernel ggemm_sm90_short_k_.*whole K, no pipeline' <<<"$out_k" ||
+    { echo "FAIL: GGEMM_SM90_SHORT_K=1 printed no short-K kernel line"; fail=1; }
+  grep '\[ggemm\]' <<<"$out_k" | head -2
+fi
 exit $fail
