@@ -130,6 +130,10 @@ typedef enum ggemm_epilogue GGEMM_ENUM_BASE {
  *   tile_n = output columns per tile = weight rows     = the MMA's M (BM),
  *   tile_m = output rows per tile    = tokens          = the MMA's N (BN),
  *   tile_k = reduction depth per pipeline stage        = BK.
+ * A config describes the pipelined kernel these fields name. With config
+ * NULL, sm_90a may instead run a short-K kernel (K <= 128, weights [E, N, K],
+ * few tiles: the decode LoRA expand) that has no pipeline and none of these
+ * fields; passing a config keeps the call on the pipelined kernel.
  */
 typedef struct ggemm_config {
   size_t struct_size; /* sizeof(ggemm_config) */
