@@ -138,6 +138,11 @@ const LoraShape kLoraShapes[] = {
      Probe::kNone, false, true},
     {"llama3_8b_decode_m64_g8_r16_accumulate", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false,
      Probe::kNone, false, true},
+    // Between decode and M 4096: where sm_90a's short-K kernel stops paying
+    // (its rule: at most 4 of the persistent kernel's tiles per SM; M 256
+    // and 1024 are past it, so A/B them with GGEMM_SM90_SHORT_K=0,1).
+    {"llama3_8b_m256_g8_r16", LoraOp::kExpand, 256, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
+    {"llama3_8b_m1024_g8_r16", LoraOp::kExpand, 1024, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
 };
 constexpr int kNumLoraShapes = static_cast<int>(sizeof kLoraShapes / sizeof kLoraShapes[0]);
 

@@ -375,16 +375,21 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
 
 uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *o) {
   if (o || !shape.transpose_b || shape.k > int64_t(sm90::kShortKMaxK) || shape.short_k_request < 0) return 0;
-  if (shape.short_k_request == 0) {
-    const uint32_t pipeline_tile_m = auto_tile_m(kSm90Rules, shape, props.sm_count);
-    if (tile_bound(shape, pipeline_tile_m) > kShortKMaxTilesPerSm * props.sm_count) return 0;
-  }
   // The smallest tile holding the typical group (as size_tile_m), 8 to 32:
   // an 8-row decode group fills an 8-token tile.
   const int64_t max_rows = shape.max_rows_per_group > 0 ? std::min(shape.max_rows_per_group, shape.m) : shape.m;
   const int64_t rows = std::min<int64_t>((shape.m + shape.num_groups - 1) / shape.num_groups, max_rows);
   uint32_t tile_m = sm90::kShortKMinTileM;
   while (tile_m < sm90::kShortKMaxTileM && rows > int64_t(tile_m)) tile_m *= 2;
+  if (shape.short_k_request == 0) {
+    // One wave: the typical groups' tiles, one per CTA, on the CTAs every
+    // SM holds at once. Past that a CTA runs its tiles one after another
+    // with nothing overlapping them (M 4096: 2x slower than the persistent
+    // kernel, NOTES v0.16).
+    const int64_t col_blocks = shape.col_blocks > 0 ? shape.col_blocks : (shape.n + kGroupedTileN - 1) / kGroupedTileN;
+    const int64_t tiles = shape.num_groups * ((rows + tile_m - 1) / tile_m) * col_blocks;
+    if (tiles > int64_t(sm90::kShortKMinBlocksPerSm) * props.sm_count) return 0;
+  }
   return tile_m;
 }
 

@@ -59,14 +59,11 @@ std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uin
 // sm_90a's short-K kernel (ptx/sm90/short_k_gemm.cuh): the token tile it
 // runs with, or 0 when the persistent kernel takes the call. Where it can
 // run: K-major weights, K <= 128, no config override (a config describes
-// the persistent kernel). Automatic: when the persistent kernel would have
-// few tiles per SM (kShortKMaxTilesPerSm), i.e. the call is latency, not
-// bandwidth (decode LoRA expand).
+// the persistent kernel). Automatic: when the typical groups' tiles (the
+// average group, no larger than the caller's bound) fit in one wave of
+// kShortKMinBlocksPerSm CTAs per SM, i.e. the call is latency, not
+// bandwidth (the decode LoRA expand).
 uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *override);
-
-// Tiles per SM of the persistent kernel at or below which the short-K
-// kernel takes a call it can run.
-constexpr int64_t kShortKMaxTilesPerSm = 4;
 
 // The short-K kernel's entry-point name (ptx/sm90/kernel_table.h).
 std::string sm90_short_k_kernel_name(ggemm_dtype a, ggemm_dtype c, uint32_t tile_m);

@@ -721,26 +721,31 @@ GroupedShape lora_expand(int64_t m, int64_t rank, int64_t groups = 8) {
 }
 
 TEST(Sm90ShortK, TakesTheDecodeExpandWithAnEightTokenTile) {
-  // 64 tokens, 8 adapters: the persistent kernel would run 16-token tiles,
-  // (64 / 16 + 8) x 48 = 576 <= 4 x 132 tiles by the host's bound.
+  // 64 tokens, 8 adapters: 8-token tiles, 8 x 48 = 384 <= 4 x 132 CTAs.
   EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 16), nullptr), 8u);
   EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 128), nullptr), 8u);
+  // Without the caller's bound on rows per group (0 = M) the average decides.
+  GroupedShape unbounded = lora_expand(64, 16);
+  unbounded.max_rows_per_group = 0;
+  EXPECT_EQ(choose_sm90_short_k(h200(), unbounded, nullptr), 8u);
   // 16 rows per adapter on average: a 16-token tile; 32 or more: 32.
   EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(128, 16), nullptr), 16u);
+  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(256, 16), nullptr), 32u);
   EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(256, 16, 4), nullptr), 32u);
 }
 
 TEST(Sm90ShortK, LeavesBandwidthBoundCallsToThePersistentKernel) {
-  // M 4096: 32 x 48 tiles of 128 tokens, 11.6 per SM.
+  // M 1024: 8 adapters x 4 tiles of 32 x 48 = 1536 tiles, ~3 waves; M 4096: ~12.
+  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(1024, 16), nullptr), 0u);
   EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(4096, 16), nullptr), 0u);
   // Unless asked to take whatever it can run (GGEMM_SM90_SHORT_K=1): then
   // the largest tile, 32.
   GroupedShape forced = lora_expand(4096, 16);
   forced.short_k_request = 1;
   EXPECT_EQ(choose_sm90_short_k(h200(), forced, nullptr), 32u);
-  // At the bound: groups of 16 rows (the persistent kernel's tile 16), one
-  // row block each, 48 column blocks: 11 groups make 528 = 4 x 132 tiles and
-  // are taken; 12 make 576 and are not.
+  // At the bound: groups of 16 rows, one 16-token tile each by 48 column
+  // blocks: 11 groups make 528 = 4 x 132 tiles and are taken; 12 make 576
+  // and are not.
   GroupedShape at = lora_expand(11 * 16, 16, 11);
   at.max_rows_per_group = 16;
   EXPECT_EQ(choose_sm90_short_k(h200(), at, nullptr), 16u);
