@@ -1,7 +1,7 @@
-// Warp-level tensor-core multiplies and the loads that feed them: ldmatrix
-// (non-transposed), mma.sync m16n8k16 with fp32 accumulators, and cp.async
-// 16-byte copies with zero fill (PTX ISA 9.7.14.5.15 "ldmatrix", 9.7.14.5.14
-// "mma.sync m16n8k16", 9.7.9.25 "cp.async"). The short-K kernel
+// Warp-level tensor-core multiplies and the copies that feed them: mma.sync
+// m16n8k16 with fp32 accumulators, and cp.async 16-byte copies with zero
+// fill (PTX ISA 9.7.14.5.14 "mma.sync m16n8k16", 9.7.9.25 "cp.async"; the
+// ldmatrix forms are in stmatrix.h). The short-K kernel
 // (ptx/sm90/short_k_gemm.cuh) runs on these: its tiles are one multiply deep,
 // so warp-synchronous MMAs without descriptors or barriers serve it best.
 #pragma once
@@ -14,32 +14,6 @@
 
 #if defined(__CUDACC__)
 namespace ggemm::ptx {
-
-// ldmatrix.sync.aligned.m8n8.x4.shared.b16: lane l gives the address of row
-// l % 8 of matrix l / 8; register r_i receives this lane's fragment of matrix
-// i (row lane / 4, columns 2 * (lane % 4) and + 1). One whole warp.
-GGEMM_DEVICE void ldmatrix_x4(uint32_t smem_row_addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
-#if GGEMM_SM90A || GGEMM_SM100A
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(smem_row_addr)
-               : "memory");
-#else
-  GGEMM_ARCH_TRAP("ldmatrix");
-#endif
-}
-
-// The same for two matrices (lanes 0..15 give the addresses).
-GGEMM_DEVICE void ldmatrix_x2(uint32_t smem_row_addr, uint32_t &r0, uint32_t &r1) {
-#if GGEMM_SM90A || GGEMM_SM100A
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r0), "=r"(r1)
-               : "r"(smem_row_addr)
-               : "memory");
-#else
-  GGEMM_ARCH_TRAP("ldmatrix");
-#endif
-}
 
 // d += a * b for one m16n8k16 block, 16-bit operands (bf16 or fp16, as
 // Elem), fp32 accumulators. a: the row-major 16x16 A fragment (a[0..3] as

@@ -38,5 +38,31 @@ GGEMM_DEVICE void ldmatrix_x4_trans(uint32_t smem_row_addr, uint32_t &r0, uint32
 #endif
 }
 
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16: lane l gives the address of row
+// l % 8 of matrix l / 8; register r_i receives this lane's fragment of matrix
+// i (row lane / 4, columns 2 * (lane % 4) and + 1). One whole warp.
+GGEMM_DEVICE void ldmatrix_x4(uint32_t smem_row_addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3) {
+#if GGEMM_SM90A || GGEMM_SM100A
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_row_addr)
+               : "memory");
+#else
+  GGEMM_ARCH_TRAP("ldmatrix");
+#endif
+}
+
+// The same for two matrices (lanes 0..15 give the addresses).
+GGEMM_DEVICE void ldmatrix_x2(uint32_t smem_row_addr, uint32_t &r0, uint32_t &r1) {
+#if GGEMM_SM90A || GGEMM_SM100A
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r0), "=r"(r1)
+               : "r"(smem_row_addr)
+               : "memory");
+#else
+  GGEMM_ARCH_TRAP("ldmatrix");
+#endif
+}
+
 }  // namespace ggemm::ptx
 #endif

@@ -43,6 +43,7 @@
 #include "../grouped_params.h"
 #include "../l2_prefetch.h"
 #include "../mbarrier.h"
+#include "../out_convert.h"
 #include "../pipeline.h"
 #include "../routing_check.h"
 #include "../routing_prefetch.h"
@@ -55,24 +56,6 @@
 #include "umma_desc.h"
 
 namespace ggemm::sm100 {
-
-template <typename T>
-struct OutConvert;
-template <>
-struct OutConvert<__nv_bfloat16> {
-  GGEMM_DEVICE static __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
-  GGEMM_DEVICE static float to(__nv_bfloat16 v) { return __bfloat162float(v); }
-};
-template <>
-struct OutConvert<__half> {
-  GGEMM_DEVICE static __half from(float v) { return __float2half_rn(v); }
-  GGEMM_DEVICE static float to(__half v) { return __half2float(v); }
-};
-template <>
-struct OutConvert<float> {
-  GGEMM_DEVICE static float from(float v) { return v; }
-  GGEMM_DEVICE static float to(float v) { return v; }
-};
 
 // The operands' format field of the instruction descriptor.
 template <typename Elem>

@@ -30,30 +30,13 @@
 
 #include "../grouped_params.h"
 #include "../mma_sync.h"
+#include "../out_convert.h"
 #include "../routing_check.h"
+#include "../stmatrix.h"
 #include "../tile_scheduler.h"
 #include "short_k_layout.h"
 
 namespace ggemm::sm90 {
-
-// fp32 <-> the output type, one element.
-template <typename T>
-struct ShortKOut;
-template <>
-struct ShortKOut<__nv_bfloat16> {
-  GGEMM_DEVICE static __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
-  GGEMM_DEVICE static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-};
-template <>
-struct ShortKOut<__half> {
-  GGEMM_DEVICE static __half from_float(float v) { return __float2half_rn(v); }
-  GGEMM_DEVICE static float to_float(__half v) { return __half2float(v); }
-};
-template <>
-struct ShortKOut<float> {
-  GGEMM_DEVICE static float from_float(float v) { return v; }
-  GGEMM_DEVICE static float to_float(float v) { return v; }
-};
 
 template <typename Elem, typename Out, int TileM>
 struct ShortKGroupedGemmSm90 {
@@ -187,8 +170,8 @@ struct ShortKGroupedGemmSm90 {
           for (int hi = 0; hi < 2; ++hi) {
             const uint32_t feature = warp * 32 + fb * 16 + lane / 4 + 8 * hi;
             float v = active ? acc[fb][tb][2 * hi + odd] * p.alpha * s : 0.f;
-            if (accumulate) v += ShortKOut<Out>::to_float(row[feature]);
-            row[feature] = ShortKOut<Out>::from_float(v);
+            if (accumulate) v += OutConvert<Out>::to(row[feature]);
+            row[feature] = OutConvert<Out>::from(v);
           }
         }
       }
