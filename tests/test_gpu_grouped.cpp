@@ -300,6 +300,29 @@ std::vector<Case> cases() {
       add(c);
     }
   }
+  // sm_90a's short-K kernel (K <= 128, K-major; the automatic config takes it
+  // where its tiles fit one wave, as here): every output dtype and
+  // epilogue, inactive (-1) and empty groups, K not a multiple of 16 (the
+  // MMA's K is zero-filled), tiles of 8, 16 and 32 tokens, a partial
+  // column block, fp16 operands, activation planes with segment views.
+  for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
+    for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE}) {
+      Case c;
+      c.name = std::string("short_k_") +
+               (e == GGEMM_EPILOGUE_ACCUMULATE ? "accumulate_" : e == GGEMM_EPILOGUE_ROW_SCALE ? "row_scale_" : "store_") +
+               dtype_label(out);
+      c.rows = {5, 0, 30, 3, 14};
+      c.experts = {0, 1, -1, 2, 1};
+      c.n = 200;
+      c.k = 24;
+      c.in = out == GGEMM_DTYPE_FP16 ? GGEMM_DTYPE_FP16 : GGEMM_DTYPE_BF16;
+      c.out = out;
+      c.epilogue = e;
+      add(c);
+    }
+  add({"short_k_tile8_k8", {1, 7, 8, 2}, {}, 136, 8, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true});
+  add({"short_k_tile32_k128", {20, 64, 33}, {}, 392, 128, 3, GGEMM_DTYPE_FP16, GGEMM_DTYPE_BF16, true});
+  add({"short_k_planes_k72", {9, 30, 2}, {}, 584, 72, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true, 328, 456});
   // Every tile_m the heuristic or an override can choose, both layouts.
   for (bool tb : {true, false})
     for (int tm : {16, 32, 64, 128, 256}) {
@@ -461,18 +484,18 @@ TEST(GroupedMatmulGpuGraph, ReplayWithNewDeviceCounts) {
 // synchronisation): the kernel must compute what the reference's clamping
 // rules say, write nothing outside C (guard bands of poison on both sides),
 // and, in checked mode, report exactly the faults present.
-TEST(GroupedMatmulGpuHostile, MalformedRoutingIsClampedAndReported) {
-  GGEMM_REQUIRE_GPU(shared_handle);
-  (void)shared_handle;
+// K 256 runs on the persistent kernel; K 64 (automatic config) on sm_90a's
+// short-K kernel, which walks the routing on its own.
+void run_hostile_routing(int64_t k) {
   ggemm_handle_t handle = nullptr;  // its own: checked mode is per handle
   GGEMM_OK(ggemm_create(&handle, 0));
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed " + std::to_string(seed) + ", k " + std::to_string(k));
   Rng rng(seed);
   Case c{"hostile"};
   c.rows = {50, 60, 70, 80};
   c.n = 264;
-  c.k = 256;
+  c.k = k;
   c.unowned_rows = 40;
   Problem p(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(p));
@@ -550,6 +573,18 @@ TEST(GroupedMatmulGpuHostile, MalformedRoutingIsClampedAndReported) {
     }
   }
   GGEMM_OK(ggemm_destroy(handle));
+}
+
+TEST(GroupedMatmulGpuHostile, MalformedRoutingIsClampedAndReported) {
+  GGEMM_REQUIRE_GPU(shared_handle);
+  (void)shared_handle;
+  run_hostile_routing(256);
+}
+
+TEST(GroupedMatmulGpuHostile, MalformedRoutingIsClampedAndReportedAtShortK) {
+  GGEMM_REQUIRE_GPU(shared_handle);
+  (void)shared_handle;
+  run_hostile_routing(64);
 }
 
 TEST(AbiCheckedMode, SetDeviceStatusChecksItsArguments) {
