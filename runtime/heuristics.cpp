@@ -388,9 +388,16 @@ uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape
     // kernel, NOTES v0.16).
     const int64_t col_blocks = shape.col_blocks > 0 ? shape.col_blocks : (shape.n + kGroupedTileN - 1) / kGroupedTileN;
     const int64_t tiles = shape.num_groups * ((rows + tile_m - 1) / tile_m) * col_blocks;
-    if (tiles > int64_t(sm90::kShortKMinBlocksPerSm) * props.sm_count) return 0;
+    const int64_t wave = int64_t(sm90_short_k_ctas_per_sm(props, tile_m, shape.k, shape.c_dtype)) * props.sm_count;
+    if (tiles > wave) return 0;
   }
   return tile_m;
+}
+
+uint32_t sm90_short_k_ctas_per_sm(const DeviceProps &props, uint32_t tile_m, int64_t k, ggemm_dtype c_dtype) {
+  const uint32_t smem = sm90::make_short_k_layout(tile_m, uint32_t(k), dtype_bytes(c_dtype)).total_bytes();
+  const uint32_t by_smem = uint32_t(props.smem_optin) / (smem + 1024);
+  return std::max<uint32_t>(1, std::min(sm90::kShortKMinBlocksPerSm, by_smem));
 }
 
 ggemm_status choose_sm100_config(const DeviceProps &props, const GroupedShape &shape,

@@ -60,10 +60,16 @@ std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uin
 // runs with, or 0 when the persistent kernel takes the call. Where it can
 // run: K-major weights, K <= 128, no config override (a config describes
 // the persistent kernel). Automatic: when the typical groups' tiles (the
-// average group, no larger than the caller's bound) fit in one wave of
-// kShortKMinBlocksPerSm CTAs per SM, i.e. the call is latency, not
-// bandwidth (the decode LoRA expand).
+// average group, no larger than the caller's bound) fit in one wave of its
+// CTAs (sm90_short_k_ctas_per_sm on every SM), i.e. the call is latency,
+// not bandwidth (the decode LoRA expand).
 uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *override);
+
+// CTAs of the short-K kernel one SM holds at once: as many as its launch
+// bounds promise registers for (kShortKMinBlocksPerSm), where shared memory
+// (less ~1 KB the SM reserves per CTA) holds them too. The rule's wave and
+// the launch's grid both count these.
+uint32_t sm90_short_k_ctas_per_sm(const DeviceProps &props, uint32_t tile_m, int64_t k, ggemm_dtype c_dtype);
 
 // The short-K kernel's entry-point name (ptx/sm90/kernel_table.h).
 std::string sm90_short_k_kernel_name(ggemm_dtype a, ggemm_dtype c, uint32_t tile_m);

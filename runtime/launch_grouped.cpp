@@ -109,10 +109,7 @@ void plan_sm90_short_k(const DeviceProps &props, const GroupedLaunch &a, uint32_
   k->threads = sm90::kShortKThreads;
   k->smem_bytes = sm90::make_short_k_layout(tile_m, uint32_t(a.k), dtype_bytes(a.out_dtype)).total_bytes();
   k->short_k = true;
-  // As many CTAs as the launch bounds promise registers for, where shared
-  // memory (less ~1 KB the SM reserves per CTA) holds them too.
-  const uint32_t by_smem = uint32_t(props.smem_optin) / (k->smem_bytes + 1024);
-  k->ctas_per_sm = std::max<uint32_t>(1, std::min(sm90::kShortKMinBlocksPerSm, by_smem));
+  k->ctas_per_sm = sm90_short_k_ctas_per_sm(props, tile_m, a.k, a.out_dtype);
 }
 
 ggemm_status plan_sm100(const DeviceProps &props, const GroupedShape &shape, const GroupedLaunch &a, ArchKernel *k) {

@@ -795,6 +795,25 @@ TEST(Sm90ShortK, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
   EXPECT_EQ(table.size(), 18u);
 }
 
+TEST(Sm90ShortK, CtasPerSmByRegistersThenSharedMemory) {
+  // Small tiles: the launch bounds' 4. Tile 32, K 128, fp32 outputs: 160
+  // rows of 272 bytes + 32 staged rows of 544 = 60928 bytes, 3 beside the
+  // 1 KB reserve in 227 KB; and that call's wave is 3 x 132 = 396 tiles.
+  EXPECT_EQ(sm90_short_k_ctas_per_sm(h200(), 8, 16, GGEMM_DTYPE_BF16), 4u);
+  EXPECT_EQ(sm90_short_k_ctas_per_sm(h200(), 32, 128, GGEMM_DTYPE_FP32), 3u);
+  DeviceProps small = h200();
+  small.smem_optin = 49152;
+  EXPECT_EQ(sm90_short_k_ctas_per_sm(small, 32, 128, GGEMM_DTYPE_FP32), 1u);
+  // 11 groups of 32 rows by 48 column blocks at fp32, K 128: 528 tiles, past
+  // 396; at bf16 outputs (4 CTAs an SM) they fit.
+  GroupedShape s = lora_expand(11 * 32, 128, 11);
+  s.max_rows_per_group = 32;
+  s.c_dtype = GGEMM_DTYPE_FP32;
+  EXPECT_EQ(choose_sm90_short_k(h200(), s, nullptr), 0u);
+  s.c_dtype = GGEMM_DTYPE_BF16;
+  EXPECT_EQ(choose_sm90_short_k(h200(), s, nullptr), 32u);
+}
+
 TEST(Sm90ShortK, SharedMemoryLayout) {
   // Rows of K rounded up to 16, plus 16 bytes: K 16 -> 48, K 24 -> 80, K 128 -> 272.
   EXPECT_EQ(sm90::short_k_row_bytes(16), 48u);
