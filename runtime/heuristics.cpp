@@ -88,6 +88,22 @@ constexpr ArchRules kSm90Rules{Arch::kSm90a, "sm_90a", "wgmma", 64, GGEMM_SM90_M
 // exists for every output dtype and epilogue (ptx/sm100/kernel_table.h).
 constexpr ArchRules kSm100Rules{Arch::kSm100a, "sm_100a", "tcgen05.mma", 128, 256, 256};
 
+// The caller's bound on rows per group, or M where it gives none (0) or a
+// larger one.
+int64_t max_rows_bound(const GroupedShape &s) {
+  return s.max_rows_per_group > 0 ? std::min(s.max_rows_per_group, s.m) : s.m;
+}
+
+// The typical group: the average over the groups, never above the largest.
+int64_t typical_rows(const GroupedShape &s, int64_t max_rows) {
+  return std::min<int64_t>((s.m + s.num_groups - 1) / s.num_groups, max_rows);
+}
+
+// 128-wide column blocks per row block (GroupedShape::col_blocks, or N's).
+int64_t col_blocks_of(const GroupedShape &s) {
+  return s.col_blocks > 0 ? s.col_blocks : (s.n + kGroupedTileN - 1) / kGroupedTileN;
+}
+
 // The automatic token tile (the MMA's N). Small groups: the smallest tile
 // holding the largest group, so decode-sized groups (1..16 rows) waste
 // little. Large groups: 128, or 256 when the average group has 256 rows or
@@ -97,8 +113,7 @@ constexpr ArchRules kSm100Rules{Arch::kSm100a, "sm_100a", "tcgen05.mma", 128, 25
 // every tile. Partial row blocks run narrower MMAs in the kernel, so a large
 // tile costs little at group ends.
 uint32_t size_tile_m(const ArchRules &r, const GroupedShape &s, int64_t max_rows) {
-  // The typical group: the average over the groups, never above the largest.
-  const int64_t avg_rows = std::min<int64_t>((s.m + s.num_groups - 1) / s.num_groups, max_rows);
+  const int64_t avg_rows = typical_rows(s, max_rows);
   if (max_rows <= 16) return 16;
   if (max_rows <= 32) return 32;
   if (max_rows <= 64) return 64;
@@ -116,13 +131,11 @@ uint32_t size_tile_m(const ArchRules &r, const GroupedShape &s, int64_t max_rows
 
 // An upper bound on the tiles of a launch (as the grid size uses it).
 int64_t tile_bound(const GroupedShape &s, uint32_t tile_m) {
-  const int64_t col_blocks = s.col_blocks > 0 ? s.col_blocks : (s.n + kGroupedTileN - 1) / kGroupedTileN;
-  return row_block_bound(s, tile_m) * col_blocks;
+  return row_block_bound(s, tile_m) * col_blocks_of(s);
 }
 
 uint32_t auto_tile_m(const ArchRules &r, const GroupedShape &s, int sm_count) {
-  const int64_t max_rows = s.max_rows_per_group > 0 && s.max_rows_per_group < s.m ? s.max_rows_per_group : s.m;
-  uint32_t tile_m = size_tile_m(r, s, max_rows);
+  uint32_t tile_m = size_tile_m(r, s, max_rows_bound(s));
   // Narrow outputs (LoRA shrink: 3R columns, one or two column tiles) make
   // too few tiles to stream the activations on every SM; one SM moves a
   // fraction of the device's bandwidth. Halve tile_m while fewer than three
@@ -291,7 +304,7 @@ ggemm_status choose_accumulate_ring(const DeviceProps &props, const GroupedShape
 }  // namespace
 
 int64_t row_block_bound(const GroupedShape &s, uint32_t tile_m) {
-  const int64_t max_rows = s.max_rows_per_group > 0 ? std::min(s.max_rows_per_group, s.m) : s.m;
+  const int64_t max_rows = max_rows_bound(s);
   return std::min<int64_t>(s.num_groups * ((max_rows + tile_m - 1) / tile_m), (s.m + tile_m - 1) / tile_m + s.num_groups);
 }
 
@@ -377,8 +390,7 @@ uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape
   if (o || !shape.transpose_b || shape.k > int64_t(sm90::kShortKMaxK) || shape.short_k_request < 0) return 0;
   // The smallest tile holding the typical group (as size_tile_m), 8 to 32:
   // an 8-row decode group fills an 8-token tile.
-  const int64_t max_rows = shape.max_rows_per_group > 0 ? std::min(shape.max_rows_per_group, shape.m) : shape.m;
-  const int64_t rows = std::min<int64_t>((shape.m + shape.num_groups - 1) / shape.num_groups, max_rows);
+  const int64_t rows = typical_rows(shape, max_rows_bound(shape));
   uint32_t tile_m = sm90::kShortKMinTileM;
   while (tile_m < sm90::kShortKMaxTileM && rows > int64_t(tile_m)) tile_m *= 2;
   if (shape.short_k_request == 0) {
@@ -386,8 +398,7 @@ uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape
     // SM holds at once. Past that a CTA runs its tiles one after another
     // with nothing overlapping them (M 4096: 2x slower than the persistent
     // kernel, NOTES v0.16).
-    const int64_t col_blocks = shape.col_blocks > 0 ? shape.col_blocks : (shape.n + kGroupedTileN - 1) / kGroupedTileN;
-    const int64_t tiles = shape.num_groups * ((rows + tile_m - 1) / tile_m) * col_blocks;
+    const int64_t tiles = shape.num_groups * ((rows + tile_m - 1) / tile_m) * col_blocks_of(shape);
     const int64_t wave = int64_t(sm90_short_k_ctas_per_sm(props, tile_m, shape.k, shape.c_dtype)) * props.sm_count;
     if (tiles > wave) return 0;
   }
