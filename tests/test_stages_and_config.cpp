@@ -797,8 +797,9 @@ TEST(Sm90ShortK, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
 
 TEST(Sm90ShortK, CtasPerSmByRegistersThenSharedMemory) {
   // Small tiles: the launch bounds' 4. Tile 32, K 128, fp32 outputs: 160
-  // rows of 272 bytes + 32 staged rows of 544 = 60928 bytes, 3 beside the
-  // 1 KB reserve in 227 KB; and that call's wave is 3 x 132 = 396 tiles.
+  // rows of 272 bytes + 32 staged rows of 544 + the 2052-byte routing table
+  // = 62980 bytes, 3 beside the 1 KB reserve in 227 KB; and that call's wave
+  // is 3 x 132 = 396 tiles.
   EXPECT_EQ(sm90_short_k_ctas_per_sm(h200(), 8, 16, GGEMM_DTYPE_BF16), 4u);
   EXPECT_EQ(sm90_short_k_ctas_per_sm(h200(), 32, 128, GGEMM_DTYPE_FP32), 3u);
   DeviceProps small = h200();
@@ -823,9 +824,12 @@ TEST(Sm90ShortK, SharedMemoryLayout) {
   const sm90::ShortKLayout l = sm90::make_short_k_layout(8, 16, 2);
   EXPECT_EQ(l.tokens_offset(), 128u * 48);
   EXPECT_EQ(l.staging_offset(), 136u * 48);
-  EXPECT_EQ(l.total_bytes(), 136u * 48 + 8 * 272);
+  // Then the routing table: 257 offsets and 256 ids, 4 bytes each.
+  EXPECT_EQ(l.offsets_table_offset(), 136u * 48 + 8 * 272);
+  EXPECT_EQ(l.ids_table_offset(), 136u * 48 + 8 * 272 + 257 * 4);
+  EXPECT_EQ(l.total_bytes(), 136u * 48 + 8 * 272 + 513 * 4);
   // fp32 staging rows: 512 + 32 bytes.
-  EXPECT_EQ(sm90::make_short_k_layout(32, 128, 4).total_bytes(), 160u * 272 + 32 * 544);
+  EXPECT_EQ(sm90::make_short_k_layout(32, 128, 4).total_bytes(), 160u * 272 + 32 * 544 + 513 * 4);
 }
 
 // ---- (d) sm_100a: stages, config choice, kernel names ----------------------------

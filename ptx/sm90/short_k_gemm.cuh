@@ -7,8 +7,9 @@
 // barrier, stores: ~0.85 us a tile at the decode expand, NOTES v0.15) after a
 // prologue of barrier inits (~1.2 us, NOTES v0.14). Here there is no pipeline
 // and no mbarrier: many small CTAs per SM, each walking the same tiles as the
-// persistent kernel (GroupedTileScheduler, from blockIdx.x by gridDim.x), and
-// per tile:
+// persistent kernel (GroupedTileScheduler, from blockIdx.x by gridDim.x),
+// from a copy of the routing arrays that every CTA loads into shared memory
+// at entry (one memory trip), and per tile:
 //   1. cp.async copies of the tile's weight rows and token rows (and, in
 //      accumulate mode, its old outputs) into shared memory, all in flight
 //      at once, zero-filled past the group's rows, the segment's columns and
@@ -22,7 +23,8 @@
 // Latency hides behind the SM's other CTAs instead of a pipeline. Unlike
 // the persistent kernel it prefetches nothing at entry: on the decode expand
 // the routing arrays' prefetch.global.L1 cost 0.45 us and the operands' L2
-// prefetch gained nothing (NOTES v0.16). K-major weights only; K a multiple
+// prefetch gained nothing (NOTES v0.16); loading the routing arrays outright
+// gained 0.4 us (v0.17). K-major weights only; K a multiple
 // of 8 (the C ABI's rule).
 #pragma once
 #include <cuda_bf16.h>
@@ -54,14 +56,61 @@ struct ShortKGroupedGemmSm90 {
     const ShortKLayout layout = make_short_k_layout(TileM, p.k, kOutBytes);
     // Checked mode: one warp of CTA 0 looks at the routing arrays first.
     if (p.device_status && blockIdx.x == 0 && threadIdx.x < 32) check_routing_warp(p);
-    // Every thread walks the tiles (the same broadcast loads of the offsets),
-    // so no thread waits on another for its tile.
-    GroupedTileScheduler sched(grouped_problem(p), TileM, kTileN);
+    // Every thread walks the tiles (from the routing table in shared
+    // memory), so no thread waits on another for its tile.
+    GroupedTileScheduler sched(stage_routing(p, smem, layout), TileM, kTileN);
     GroupedTile tile;
     for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
       __syncthreads();  // the previous tile's staged outputs are all read out
       multiply_tile(p, tile, smem, layout);
     }
+  }
+
+  // The walk's problem, its routing read from shared memory. Every thread
+  // loads its share of a_offsets and expert_ids beside the usage word, all in
+  // flight at once: one memory trip, where walking global memory takes three
+  // dependent ones (usage, then offsets, then ids; decode expand 7.1-7.2 ->
+  // 6.7-6.8 us in two same-run A/Bs, NOTES v0.17). A table of the tiles
+  // themselves (two CTA-wide scans at entry, then a binary search instead
+  // of the walk) was level there and cost 0.5 us with no groups
+  // (bench/experiments/sm90_short_k_tile_table.patch). A call with more
+  // groups than the table holds walks global memory.
+  GGEMM_DEVICE static GroupedProblem stage_routing(const GroupedGemmParams &p, uint8_t *smem,
+                                                   const ShortKLayout &layout) {
+    constexpr uint32_t kOffsetLoads = ceil_div(kShortKTableGroups + 1, kShortKThreads);
+    constexpr uint32_t kIdLoads = ceil_div(kShortKTableGroups, kShortKThreads);
+    const uint32_t n = p.num_groups;
+    const bool tabled = n <= kShortKTableGroups;
+    uint32_t offsets[kOffsetLoads];
+    int32_t ids[kIdLoads];
+#pragma unroll
+    for (uint32_t j = 0; j < kOffsetLoads; ++j) {
+      const uint32_t i = threadIdx.x + j * kShortKThreads;
+      offsets[j] = tabled && i <= n ? p.a_offsets[i] : 0u;
+    }
+#pragma unroll
+    for (uint32_t j = 0; j < kIdLoads; ++j) {
+      const uint32_t i = threadIdx.x + j * kShortKThreads;
+      ids[j] = tabled && i < n ? p.expert_ids[i] : -1;
+    }
+    GroupedProblem problem = grouped_problem(p);  // the usage word, in the same trip
+    if (!tabled) return problem;
+    uint32_t *offsets_table = reinterpret_cast<uint32_t *>(smem + layout.offsets_table_offset());
+    int32_t *ids_table = reinterpret_cast<int32_t *>(smem + layout.ids_table_offset());
+#pragma unroll
+    for (uint32_t j = 0; j < kOffsetLoads; ++j) {
+      const uint32_t i = threadIdx.x + j * kShortKThreads;
+      if (i <= n) offsets_table[i] = offsets[j];
+    }
+#pragma unroll
+    for (uint32_t j = 0; j < kIdLoads; ++j) {
+      const uint32_t i = threadIdx.x + j * kShortKThreads;
+      if (i < n) ids_table[i] = ids[j];
+    }
+    __syncthreads();
+    problem.a_offsets = offsets_table;
+    problem.expert_ids = ids_table;
+    return problem;
   }
 
   // The segment (output view) of tile column `col`: the tile's, or with
@@ -77,6 +126,21 @@ struct ShortKGroupedGemmSm90 {
     return reinterpret_cast<Out *>(view.base) + size_t(tile.row0 + row) * view.ld + (tile.col0 + col - view.col_offset);
   }
 
+  // cp.async of `Rows` operand rows of K elements from `src` (row stride K)
+  // into shared memory at `dst` (row stride layout.row_bytes); rows past
+  // `valid_rows` and the chunks past K up to the MMA's 16 are zero-filled.
+  template <uint32_t Rows>
+  GGEMM_DEVICE static void copy_operand_rows(const GroupedGemmParams &p, const Elem *src, uint32_t valid_rows,
+                                             uint32_t dst, const ShortKLayout &layout) {
+    const uint32_t row_chunks = layout.row_bytes / 16 - 1;  // K rounded up to 16, in 16-byte chunks
+    const uint32_t k_chunks = p.k / 8;                      // the chunks that hold K (the rest: zeros)
+    for (uint32_t i = threadIdx.x; i < Rows * row_chunks; i += kShortKThreads) {
+      const uint32_t row = i / row_chunks, c = i % row_chunks;
+      const bool valid = row < valid_rows && c < k_chunks;
+      ptx::cp_async_16(dst + row * layout.row_bytes + 16 * c, valid ? src + size_t(row) * p.k + 8 * c : src, valid);
+    }
+  }
+
   GGEMM_DEVICE static void multiply_tile(const GroupedGemmParams &p, const GroupedTile &tile, uint8_t *smem,
                                          const ShortKLayout &layout) {
     const bool active = tile.expert >= 0;
@@ -88,25 +152,13 @@ struct ShortKGroupedGemmSm90 {
 
     // 1. Every copy of the tile in flight at once.
     if (active) {
-      const uint32_t row_chunks = layout.row_bytes / 16 - 1;  // K rounded up to 16, in 16-byte chunks
-      const uint32_t k_chunks = p.k / 8;                      // the chunks that hold K (the rest: zeros)
       const Elem *weights = static_cast<const Elem *>(p.weights);
-      const size_t expert_row0 = size_t(tile.expert) * p.n + tile.col0;
-      for (uint32_t i = tid; i < kTileN * row_chunks; i += kShortKThreads) {
-        const uint32_t row = i / row_chunks, c = i % row_chunks;
-        const bool valid = row < tile.cols && c < k_chunks;
-        const Elem *src = valid ? weights + (expert_row0 + row) * p.k + 8 * c : weights;
-        ptx::cp_async_16(smem_base + layout.weights_offset() + row * layout.row_bytes + 16 * c, src, valid);
-      }
-      const Elem *tokens = static_cast<const Elem *>(p.tokens);
+      copy_operand_rows<kTileN>(p, weights + (size_t(tile.expert) * p.n + tile.col0) * p.k, tile.cols,
+                                smem_base + layout.weights_offset(), layout);
       // LoRA expand's planes: segment s reads activation rows m + s * M.
       const size_t token_row0 = size_t(tile.row0) + (p.a_planes ? size_t(tile.segment) * p.m : 0);
-      for (uint32_t i = tid; i < TileM * row_chunks; i += kShortKThreads) {
-        const uint32_t row = i / row_chunks, c = i % row_chunks;
-        const bool valid = row < tile.rows && c < k_chunks;
-        const Elem *src = valid ? tokens + (token_row0 + row) * p.k + 8 * c : tokens;
-        ptx::cp_async_16(smem_base + layout.tokens_offset() + row * layout.row_bytes + 16 * c, src, valid);
-      }
+      copy_operand_rows<TileM>(p, static_cast<const Elem *>(p.tokens) + token_row0 * p.k, tile.rows,
+                               smem_base + layout.tokens_offset(), layout);
     }
     if (accumulate) {
       for (uint32_t i = tid; i < TileM * kChunksPerRow; i += kShortKThreads) {
