@@ -323,6 +323,19 @@ std::vector<Case> cases() {
   add({"short_k_tile8_k8", {1, 7, 8, 2}, {}, 136, 8, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true});
   add({"short_k_tile32_k128", {20, 64, 33}, {}, 392, 128, 3, GGEMM_DTYPE_FP16, GGEMM_DTYPE_BF16, true});
   add({"short_k_planes_k72", {9, 30, 2}, {}, 584, 72, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true, 328, 456});
+  // Its routing table holds 256 groups: exactly that many, and more (the
+  // walk then reads global memory). One column block and groups of at most
+  // 8 rows, so the rule takes the kernel for both (CPU test
+  // Sm90ShortK.TakesManyDecodeGroupsPastItsRoutingTable).
+  for (int groups : {256, 300}) {
+    Case c{"short_k_" + std::to_string(groups) + "_groups"};
+    for (int g = 0; g < groups; ++g) c.rows.push_back(g % 13 == 4 ? 0 : 1 + (g * 5) % 8);
+    c.n = 120;
+    c.k = 16;
+    c.num_experts = 40;
+    for (int g = 0; g < groups; ++g) c.experts.push_back(g % 11 == 5 ? -1 : (g * 7) % 40);
+    add(c);
+  }
   // Every tile_m the heuristic or an override can choose, both layouts.
   for (bool tb : {true, false})
     for (int tm : {16, 32, 64, 128, 256}) {

@@ -734,6 +734,20 @@ TEST(Sm90ShortK, TakesTheDecodeExpandWithAnEightTokenTile) {
   EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(256, 16, 4), nullptr), 32u);
 }
 
+TEST(Sm90ShortK, TakesManyDecodeGroupsPastItsRoutingTable) {
+  // The GPU cases short_k_256_groups and short_k_300_groups: groups of at
+  // most 8 rows, N 120 (one column block), K 16. 256 and 300 tiles of 8
+  // tokens fit the 528 CTAs; the kernel's routing table holds 256 groups,
+  // so the second case walks global memory.
+  for (int64_t groups : {256, 300}) {
+    GroupedShape s = shape(8, 16);  // the largest group: 8 rows
+    s.m = groups * 4 + 5;           // ~4.5 rows a group, then 5 unowned
+    s.n = 120;
+    s.num_groups = groups;
+    EXPECT_EQ(choose_sm90_short_k(h200(), s, nullptr), 8u) << groups << " groups";
+  }
+}
+
 TEST(Sm90ShortK, LeavesBandwidthBoundCallsToThePersistentKernel) {
   // M 1024: 8 adapters x 4 tiles of 32 x 48 = 1536 tiles, ~3 waves; M 4096: ~12.
   EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(1024, 16), nullptr), 0u);
