@@ -27,8 +27,9 @@ timeout 120 ./build/ggemm_demo > "$out/demo.log" 2>&1
 echo "demo rc=$?: $(grep -E '^PASS|^FAIL|speed ratio' "$out/demo.log" | tr '\n' ' ')"
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  GGEMM_LIBRARY=$PWD/build/libggemm.so timeout 240 python3 -m pytest -q python/tests > "$out/pytest.log" 2>&1
+  GGEMM_LIBRARY=$PWD/build/libggemm.so timeout 240 python3 -m pytest -q -rs python/tests > "$out/pytest.log" 2>&1
   echo "python tests rc=$?: $(tail -1 "$out/pytest.log")"
+  grep '^SKIPPED' "$out/pytest.log" | head -5  # which tests skipped, and why
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 120 python3 examples/python/moe_ffn.py > "$out/moe_ffn.log" 2>&1
   echo "moe example rc=$?: $(tail -3 "$out/moe_ffn.log" | tr '\n' ' ')"
 fi
