@@ -31,6 +31,16 @@ GGEMM_DEVICE void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+// barrier.cluster.arrive.relaxed / barrier.cluster.wait — the two halves of
+// a cluster barrier, work between them. Relaxed: no MEMBAR.ALL.GPU (what the
+// release form costs); what needs publishing before it (mbarrier.init) is
+// fenced by fence_mbarrier_init. Every thread of the cluster arrives once,
+// then waits.
+GGEMM_DEVICE void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+GGEMM_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
+
 // mbarrier.arrive.shared::cluster.b64 (release at CTA scope, the default) —
 // one arrival on the barrier at shared::cluster address `remote_bar` (see
 // map_shared_to_rank), in any CTA of the cluster. Not .release.cluster: that

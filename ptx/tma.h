@@ -18,6 +18,31 @@ GGEMM_DEVICE void bulk_prefetch_l2(const void *src, uint32_t bytes) {
                : "memory");
 }
 
+// cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes — a
+// plain copy of `bytes` (a multiple of 16; both addresses 16-byte aligned)
+// from global into this CTA's shared memory, completing them on `bar`. Any
+// thread; no tensor map.
+GGEMM_DEVICE void bulk_copy_g2s(void *smem_dst, const void *src, uint32_t bytes, uint64_t *bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes —
+// `bytes` (a multiple of 16) of this CTA's shared memory into a peer's, at
+// shared::cluster address `remote_dst`, completing them on the peer's
+// mbarrier `remote_bar` (both from map_shared_to_rank). The source must stay
+// as it is until the peer has seen the bytes land. One thread.
+GGEMM_DEVICE void bulk_copy_s2cluster(uint32_t remote_dst, const void *smem_src, uint32_t bytes,
+                                      uint32_t remote_bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   remote_dst),
+               "r"(smem_addr(smem_src)), "r"(bytes), "r"(remote_bar)
+               : "memory");
+}
+
 // prefetch.tensormap — warms the descriptor cache; any thread, once.
 GGEMM_DEVICE void prefetch_tensormap(const CUtensorMap *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");

@@ -38,9 +38,9 @@ std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uin
   return kernel_name("ggemm_sm90_grouped_", a, c, transpose_b, tile_m) + (cluster_m == 2 ? "_cl2" : "");
 }
 
-std::string sm90_short_k_kernel_name(ggemm_dtype a, ggemm_dtype c, uint32_t tile_m) {
+std::string sm90_short_k_kernel_name(ggemm_dtype a, ggemm_dtype c, uint32_t tile_m, uint32_t splits) {
   return std::string("ggemm_sm90_short_k_") + dtype_name(a) + "_" + dtype_name(c) + "_kmajor_m" +
-         std::to_string(tile_m);
+         std::to_string(tile_m) + (splits > 1 ? "_split" + std::to_string(splits) : "");
 }
 
 std::string sm100_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uint32_t tile_m, uint32_t cta_group) {
@@ -405,8 +405,30 @@ uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape
   return tile_m;
 }
 
-uint32_t sm90_short_k_ctas_per_sm(const DeviceProps &props, uint32_t tile_m, int64_t k, ggemm_dtype c_dtype) {
-  const uint32_t smem = sm90::make_short_k_layout(tile_m, uint32_t(k), dtype_bytes(c_dtype)).total_bytes();
+uint32_t choose_sm90_short_k_split(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *o) {
+  if (o || !shape.transpose_b || shape.k <= int64_t(sm90::kShortKMaxK) ||
+      shape.k > int64_t(sm90::kShortKSplitMaxK) || shape.short_k_request < 0 || props.sm_count < int(sm90::kShortKSplit))
+    return 0;
+  // The smallest tile holding the typical group, 8 or 16.
+  const int64_t rows = typical_rows(shape, max_rows_bound(shape));
+  const uint32_t tile_m = rows > int64_t(sm90::kShortKMinTileM) ? sm90::kShortKSplitMaxTileM : sm90::kShortKMinTileM;
+  if (shape.short_k_request == 0) {
+    // Decode groups, and few tiles: the persistent kernel runs them on a
+    // few SMs, each streaming its tile's whole K (the decode LoRA shrink: 8
+    // tiles of K 4096, 8 SMs). Split, each tile's K spreads over a cluster,
+    // one slice a CTA, and every cluster runs at once.
+    if (rows > int64_t(sm90::kShortKSplitMaxTileM)) return 0;
+    const int64_t tiles = shape.num_groups * ((rows + tile_m - 1) / tile_m) * col_blocks_of(shape);
+    const int64_t wave = int64_t(sm90_short_k_ctas_per_sm(props, tile_m, shape.k, shape.c_dtype, sm90::kShortKSplit)) *
+                         props.sm_count;
+    if (tiles * sm90::kShortKSplit > wave || 4 * tiles > props.sm_count) return 0;
+  }
+  return tile_m;
+}
+
+uint32_t sm90_short_k_ctas_per_sm(const DeviceProps &props, uint32_t tile_m, int64_t k, ggemm_dtype c_dtype,
+                                  uint32_t splits) {
+  const uint32_t smem = sm90::make_short_k_layout(tile_m, uint32_t(k), dtype_bytes(c_dtype), splits).total_bytes();
   const uint32_t by_smem = uint32_t(props.smem_optin) / (smem + 1024);
   return std::max<uint32_t>(1, std::min(sm90::kShortKMinBlocksPerSm, by_smem));
 }

@@ -65,14 +65,29 @@ std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool transpose_b, uin
 // not bandwidth (the decode LoRA expand).
 uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *override);
 
+// sm_90a's split short-K kernel (the same file, a cluster of kShortKSplit
+// CTAs a tile, each one slice of K): the token tile it runs with, or 0.
+// Where it can run: K-major weights, 128 < K <= kShortKSplitMaxK (4096), no
+// config override, an SM count of at least a cluster. Automatic: decode
+// groups (the typical one at most 16 rows) whose tiles are few (at most a
+// quarter of the SM count: the persistent kernel would stream each tile's
+// whole K on one SM) and, as clusters, fit one wave (the decode LoRA
+// shrink). Asked by GGEMM_SM90_SHORT_K=1 (short_k_request 1): every call it
+// can run, with tiles of 16 past 8-row groups. Checked after
+// choose_sm90_short_k, which takes K <= 128.
+uint32_t choose_sm90_short_k_split(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *override);
+
 // CTAs of the short-K kernel one SM holds at once: as many as its launch
 // bounds promise registers for (kShortKMinBlocksPerSm), where shared memory
 // (less ~1 KB the SM reserves per CTA) holds them too. The rule's wave and
-// the launch's grid both count these.
-uint32_t sm90_short_k_ctas_per_sm(const DeviceProps &props, uint32_t tile_m, int64_t k, ggemm_dtype c_dtype);
+// the launch's grid both count these. `splits`: 1, or kShortKSplit for the
+// split kernel (its shared memory holds one slice of K and the partial).
+uint32_t sm90_short_k_ctas_per_sm(const DeviceProps &props, uint32_t tile_m, int64_t k, ggemm_dtype c_dtype,
+                                  uint32_t splits = 1);
 
-// The short-K kernel's entry-point name (ptx/sm90/kernel_table.h).
-std::string sm90_short_k_kernel_name(ggemm_dtype a, ggemm_dtype c, uint32_t tile_m);
+// The short-K kernel's entry-point name (ptx/sm90/kernel_table.h); the split
+// kernels' end in _split8.
+std::string sm90_short_k_kernel_name(ggemm_dtype a, ggemm_dtype c, uint32_t tile_m, uint32_t splits = 1);
 
 struct Sm100Config {
   uint32_t tile_m = 0;         // tokens per tile (tcgen05.mma N)

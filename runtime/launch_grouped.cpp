@@ -101,15 +101,20 @@ int short_k_request() {
   return request;
 }
 
-void plan_sm90_short_k(const DeviceProps &props, const GroupedLaunch &a, uint32_t tile_m, ArchKernel *k) {
+// `splits`: 1, or kShortKSplit (the split kernel: a cluster of that many
+// CTAs a tile).
+void plan_sm90_short_k(const DeviceProps &props, const GroupedLaunch &a, uint32_t tile_m, uint32_t splits,
+                       ArchKernel *k) {
   k->arch = "sm_90a";
-  k->name = sm90_short_k_kernel_name(a.in_dtype, a.out_dtype, tile_m);
+  k->name = sm90_short_k_kernel_name(a.in_dtype, a.out_dtype, tile_m, splits);
   k->tile_m = tile_m;
   k->tile_n = sm90::kTileN;
   k->threads = sm90::kShortKThreads;
-  k->smem_bytes = sm90::make_short_k_layout(tile_m, uint32_t(a.k), dtype_bytes(a.out_dtype)).total_bytes();
+  k->smem_bytes =
+      sm90::make_short_k_layout(tile_m, uint32_t(a.k), dtype_bytes(a.out_dtype), splits).total_bytes();
   k->short_k = true;
-  k->ctas_per_sm = sm90_short_k_ctas_per_sm(props, tile_m, a.k, a.out_dtype);
+  k->cluster_size = splits;
+  k->ctas_per_sm = sm90_short_k_ctas_per_sm(props, tile_m, a.k, a.out_dtype, splits);
 }
 
 ggemm_status plan_sm100(const DeviceProps &props, const GroupedShape &shape, const GroupedLaunch &a, ArchKernel *k) {
@@ -278,7 +283,9 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   switch (dev.arch()) {
     case Arch::kSm90a:
       if (const uint32_t tile_m = choose_sm90_short_k(dev.props(), shape, a.config)) {
-        plan_sm90_short_k(dev.props(), a, tile_m, &k);
+        plan_sm90_short_k(dev.props(), a, tile_m, 1, &k);
+      } else if (const uint32_t split_tile_m = choose_sm90_short_k_split(dev.props(), shape, a.config)) {
+        plan_sm90_short_k(dev.props(), a, split_tile_m, sm90::kShortKSplit, &k);
       } else {
         GGEMM_TRY(plan_sm90(dev.props(), shape, a, &k));
       }
@@ -314,16 +321,16 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
   // has no more clusters than run at once — a persistent cluster launched
   // after the others would double the tail.
   const int64_t row_blocks = row_block_bound(shape, k.tile_m);
-  const int64_t pair_col_blocks = k.cluster_size == 2 ? (col_blocks + 1) / 2 + 2 : col_blocks;  // + 2: segment ends
-  int64_t max_clusters = dev.props().sm_count / k.cluster_size;
+  const int64_t pair_col_blocks =
+      !k.short_k && k.cluster_size == 2 ? (col_blocks + 1) / 2 + 2 : col_blocks;  // + 2: segment ends
+  // The short-K kernels: ctas_per_sm CTAs an SM, none without a tile.
+  int64_t max_clusters = int64_t(dev.props().sm_count) * (k.short_k ? k.ctas_per_sm : 1) / k.cluster_size;
   if (k.cluster_size > 1) {
     lc.gridDimX = uint32_t(max_clusters * k.cluster_size);
     int resident = 0;
     GGEMM_CU(drv, cuOccupancyMaxActiveClusters(&resident, function, &lc));
     if (resident > 0) max_clusters = std::min<int64_t>(max_clusters, resident);
   }
-  // The short-K kernel: ctas_per_sm CTAs an SM, none without a tile.
-  if (k.short_k) max_clusters = int64_t(dev.props().sm_count) * k.ctas_per_sm;
   const int64_t clusters = std::max<int64_t>(1, std::min<int64_t>(max_clusters, row_blocks * pair_col_blocks));
   const int64_t grid = clusters * k.cluster_size;
   lc.gridDimX = uint32_t(grid);
@@ -334,8 +341,8 @@ ggemm_status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream
     // kernel's tile (it has no stages, swizzle or staging ring).
     char config[192];
     if (k.short_k) {
-      std::snprintf(config, sizeof config, "tile %ux%u, whole K, no pipeline, up to %u CTAs an SM", k.tile_m,
-                    k.tile_n, k.ctas_per_sm);
+      std::snprintf(config, sizeof config, "tile %ux%u, %s, no pipeline, up to %u CTAs an SM", k.tile_m, k.tile_n,
+                    k.cluster_size > 1 ? "K split over the cluster, a slice a CTA" : "whole K", k.ctas_per_sm);
     } else {
       std::snprintf(config, sizeof config,
                     "tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u consumers %u", k.tile_m,

@@ -305,24 +305,43 @@ std::vector<Case> cases() {
   // epilogue, inactive (-1) and empty groups, K not a multiple of 16 (the
   // MMA's K is zero-filled), tiles of 8, 16 and 32 tokens, a partial
   // column block, fp16 operands, activation planes with segment views.
-  for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
-    for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE}) {
-      Case c;
-      c.name = std::string("short_k_") +
-               (e == GGEMM_EPILOGUE_ACCUMULATE ? "accumulate_" : e == GGEMM_EPILOGUE_ROW_SCALE ? "row_scale_" : "store_") +
-               dtype_label(out);
-      c.rows = {5, 0, 30, 3, 14};
-      c.experts = {0, 1, -1, 2, 1};
-      c.n = 200;
-      c.k = 24;
-      c.in = out == GGEMM_DTYPE_FP16 ? GGEMM_DTYPE_FP16 : GGEMM_DTYPE_BF16;
-      c.out = out;
-      c.epilogue = e;
-      add(c);
-    }
+  // One case per output dtype and epilogue (fp16 operands for fp16 outputs,
+  // bf16 otherwise), named prefix + epilogue + dtype.
+  auto add_every_output_and_epilogue = [&](const std::string &prefix, std::vector<int64_t> rows,
+                                           std::vector<int32_t> experts, int64_t n, int64_t k) {
+    for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
+      for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE}) {
+        Case c;
+        c.name = prefix +
+                 (e == GGEMM_EPILOGUE_ACCUMULATE ? "accumulate_" : e == GGEMM_EPILOGUE_ROW_SCALE ? "row_scale_" : "store_") +
+                 dtype_label(out);
+        c.rows = rows;
+        c.experts = experts;
+        c.n = n;
+        c.k = k;
+        c.in = out == GGEMM_DTYPE_FP16 ? GGEMM_DTYPE_FP16 : GGEMM_DTYPE_BF16;
+        c.out = out;
+        c.epilogue = e;
+        add(c);
+      }
+  };
+  add_every_output_and_epilogue("short_k_", {5, 0, 30, 3, 14}, {0, 1, -1, 2, 1}, 200, 24);
   add({"short_k_tile8_k8", {1, 7, 8, 2}, {}, 136, 8, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true});
   add({"short_k_tile32_k128", {20, 64, 33}, {}, 392, 128, 3, GGEMM_DTYPE_FP16, GGEMM_DTYPE_BF16, true});
   add({"short_k_planes_k72", {9, 30, 2}, {}, 584, 72, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true, 328, 456});
+  // The split short-K kernel (a cluster of 8 CTAs a tile, each a slice of
+  // K; decode groups with 128 < K <= 4096, few tiles: the automatic config
+  // takes it here): every output dtype and epilogue at K 1000 (slices of
+  // 128, the last one 104 long), -1 and empty groups; K 136 (slices of 32:
+  // ranks 5-7 hold no K at all); K 4096 over two column blocks; fp16
+  // operands; activation planes with segment views.
+  add_every_output_and_epilogue("short_k_split_", {5, 0, 8, 3, 7}, {0, 1, -1, 2, 1}, 48, 1000);
+  add({"short_k_split_k136", {8, 2, 0, 6}, {}, 104, 136, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true});
+  add({"short_k_split_k4096_two_col_blocks", {8, 5, 8, 1}, {}, 192, 4096, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP32,
+       true});
+  add({"short_k_split_tile16_fp16", {16, 12, 9}, {}, 136, 512, 3, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP16, true});
+  add({"short_k_split_planes_k512", {3, 8, 2}, {}, 584, 512, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true, 328,
+       456});
   // Its routing table holds 256 groups: exactly that many, and more (the
   // walk then reads global memory). One column block and groups of at most
   // 8 rows, so the rule takes the kernel for both (CPU test

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <utility>
@@ -807,6 +808,173 @@ TEST(Sm90ShortK, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
   for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no call reaches: " << n;
   // 2 operand dtypes x 3 output dtypes x tiles 8, 16, 32.
   EXPECT_EQ(table.size(), 18u);
+}
+
+#define GGEMM_TEST_COLLECT_SHORT_K_SPLIT_NAME(E, EN, O, ON, TM)                                     \
+  names.insert("ggemm_sm90_short_k_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_kmajor_m" GGEMM_TEST_STR(TM) \
+               "_split8");
+
+// The LoRA shrink of Llama-3-8B's Q/K/V (hidden 4096 = K, 3R = N), M
+// tokens over `groups` adapters.
+GroupedShape lora_shrink(int64_t m, int64_t rank, int64_t groups = 8, int64_t k = 4096) {
+  GroupedShape s = shape(m, k);
+  s.m = m;
+  s.n = 3 * rank;
+  s.num_groups = groups;
+  s.max_rows_per_group = m;
+  return s;
+}
+
+TEST(Sm90ShortKSplit, TakesTheDecodeShrink) {
+  // 64 tokens over 8 adapters, R 16: 8 tiles of 8 tokens x 48 rows, each
+  // streaming K 4096 on one SM in the persistent kernel; split, 64 CTAs.
+  GroupedShape s = lora_shrink(64, 16);
+  s.max_rows_per_group = 8;
+  EXPECT_EQ(choose_sm90_short_k(h200(), s, nullptr), 0u);  // K past 128
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), s, nullptr), 8u);
+  // R 64 (192 rows: two column blocks, 16 tiles), 16 tokens an adapter.
+  s = lora_shrink(128, 64);
+  s.max_rows_per_group = 16;
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), s, nullptr), 16u);
+  // K 136 (just past the unsplit kernel's 128) and 4096, the most it takes.
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16, 8, 136), nullptr), 8u);
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16, 8, 4096), nullptr), 8u);
+}
+
+TEST(Sm90ShortKSplit, TakesTheGpuTestsSplitCases) {
+  // tests/test_gpu_grouped.cpp's short_k_split_* cases must reach the split
+  // kernel under the automatic rule (5 unowned rows follow the groups).
+  struct SplitCase {
+    std::vector<int64_t> rows;
+    int64_t n, k, col_blocks;
+    uint32_t tile_m;
+  };
+  const SplitCase cases[] = {{{5, 0, 8, 3, 7}, 48, 1000, 0, 8},
+                             {{8, 2, 0, 6}, 104, 136, 0, 8},
+                             {{8, 5, 8, 1}, 192, 4096, 0, 8},
+                             {{16, 12, 9}, 136, 512, 0, 16},
+                             {{3, 8, 2}, 584, 512, 3 + 1 + 1, 8}};  // planes: segments of 328, 128, 128
+  for (const SplitCase &c : cases) {
+    GroupedShape s = shape(*std::max_element(c.rows.begin(), c.rows.end()), c.k);
+    s.m = std::accumulate(c.rows.begin(), c.rows.end(), int64_t(5));
+    s.n = c.n;
+    s.num_groups = int64_t(c.rows.size());
+    s.col_blocks = c.col_blocks;
+    EXPECT_EQ(choose_sm90_short_k(h200(), s, nullptr), 0u) << "K " << c.k;
+    EXPECT_EQ(choose_sm90_short_k_split(h200(), s, nullptr), c.tile_m) << "K " << c.k << ", N " << c.n;
+  }
+}
+
+TEST(Sm90ShortKSplit, LeavesEverythingElseToTheOtherKernels) {
+  // K past 4096, K <= 128 (the unsplit kernel's), weights [E, K, N], a
+  // config, or GGEMM_SM90_SHORT_K=0.
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16, 8, 4104), nullptr), 0u);
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16, 8, 128), nullptr), 0u);
+  GroupedShape mn = lora_shrink(64, 16);
+  mn.transpose_b = false;
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), mn, nullptr), 0u);
+  const ggemm_config o = blank_config();
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16), &o), 0u);
+  GroupedShape never = lora_shrink(64, 16);
+  never.short_k_request = -1;
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), never, nullptr), 0u);
+  // Prefill: the M 4096 shrink (512 rows an adapter).
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(4096, 16), nullptr), 0u);
+  // Many tiles: 32 adapters x 2 column blocks (R 64) = 64 tiles, past a
+  // quarter of 132 SMs; and the MoE decode rows (Qwen3: 128 experts x 12
+  // column blocks, K 2048).
+  GroupedShape many = lora_shrink(64, 64, 32);
+  many.max_rows_per_group = 2;
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), many, nullptr), 0u);
+  GroupedShape qwen3 = shape(4, 2048);
+  qwen3.m = 512, qwen3.n = 1536, qwen3.num_groups = 128;
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), qwen3, nullptr), 0u);
+  // Forced (GGEMM_SM90_SHORT_K=1): any call it can run, tile 16 past 8 rows.
+  GroupedShape forced = lora_shrink(4096, 16);
+  forced.short_k_request = 1;
+  EXPECT_EQ(choose_sm90_short_k_split(h200(), forced, nullptr), 16u);
+  // Fewer SMs than a cluster: never.
+  DeviceProps tiny = h200();
+  tiny.sm_count = 4;
+  forced.num_groups = 1;
+  EXPECT_EQ(choose_sm90_short_k_split(tiny, forced, nullptr), 0u);
+}
+
+TEST(Sm90ShortKSplit, SliceLayoutAndOccupancy) {
+  // K 4096 over 8 CTAs: slices of 512 (rows of 1040 bytes); K 1000: 128
+  // (125 rounded up to 16); K 136: 32.
+  EXPECT_EQ(sm90::short_k_slice(4096, 8), 512u);
+  EXPECT_EQ(sm90::short_k_slice(1000, 8), 128u);
+  EXPECT_EQ(sm90::short_k_slice(136, 8), 32u);
+  EXPECT_EQ(sm90::short_k_slice(72, 1), 72u);
+  const sm90::ShortKLayout l = sm90::make_short_k_layout(8, 4096, 2, 8);
+  EXPECT_EQ(l.row_bytes, 1040u);
+  // Operands, staging, routing table (to 145668 bytes), then at the next 16
+  // bytes the 7 other ranks' slots (128 threads x 2 x 1 x 4 floats each),
+  // then the three mbarriers.
+  EXPECT_EQ(136u * 1040 + 8 * 272 + 513 * 4, 145668u);
+  EXPECT_EQ(l.slots_offset(), 145680u);
+  EXPECT_EQ(l.slot_offset(1), 145680u);
+  EXPECT_EQ(l.slot_offset(7), 145680u + 6 * 4096);
+  EXPECT_EQ(sm90::make_short_k_layout(16, 1000, 4, 8).slots_offset() % 16, 0u);
+  EXPECT_EQ(l.barriers_offset(), 145680u + 7 * 4096);
+  EXPECT_EQ(l.total_bytes(), l.barriers_offset() + 24);
+  EXPECT_EQ(sm90::make_short_k_layout(16, 4096, 4, 8).partial_bytes, 8192u);
+  EXPECT_EQ(sm90::make_short_k_layout(8, 72, 2).partial_bytes, 0u);  // unsplit: none
+  // The largest split kernel (tiles of 16, fp32 out, K 4096) fits the
+  // H200's 227 KB with the ~1 KB the SM reserves.
+  EXPECT_LE(sm90::make_short_k_layout(16, 4096, 4, 8).total_bytes() + 1024, 232448u);
+  // ~171 KB at K 4096: one CTA an SM; ~68 KB at K 1024: three.
+  EXPECT_EQ(sm90_short_k_ctas_per_sm(h200(), 8, 4096, GGEMM_DTYPE_BF16, 8), 1u);
+  EXPECT_EQ(sm90_short_k_ctas_per_sm(h200(), 8, 1024, GGEMM_DTYPE_BF16, 8), 3u);
+}
+
+TEST(Sm90ShortKSplit, SlicesCoverKOnceInMmaSteps) {
+  // Every K the split kernels take (multiples of 8 past 128, up to 4096):
+  // the 8 slices are multiples of 16 of at most 512, start where the one
+  // before ends, and their valid parts add up to K with none past it.
+  for (uint32_t k = 136; k <= sm90::kShortKSplitMaxK; k += 8) {
+    const uint32_t slice = sm90::short_k_slice(k, sm90::kShortKSplit);
+    ASSERT_EQ(slice % 16, 0u) << k;
+    ASSERT_LE(slice, sm90::kShortKMaxSlice) << k;
+    uint32_t covered = 0;
+    for (uint32_t rank = 0; rank < sm90::kShortKSplit; ++rank) {
+      const uint32_t start = sm90::short_k_slice_start(k, sm90::kShortKSplit, rank);
+      const uint32_t valid = sm90::short_k_slice_valid(k, sm90::kShortKSplit, rank);
+      ASSERT_EQ(start, rank * slice) << k;
+      if (valid > 0) ASSERT_EQ(start, covered) << "K " << k << " rank " << rank;
+      ASSERT_LE(valid, slice);
+      ASSERT_EQ(valid % 8, 0u) << "whole 16-byte chunks, K " << k << " rank " << rank;
+      covered += valid;
+    }
+    ASSERT_EQ(covered, k);
+  }
+  // Unsplit: one slice, all of K.
+  EXPECT_EQ(sm90::short_k_slice_valid(72, 1, 0), 72u);
+}
+
+TEST(Sm90ShortKSplit, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
+  std::set<std::string> table;
+  {
+    std::set<std::string> &names = table;
+    GGEMM_SM90_SHORT_K_SPLIT_KERNELS(GGEMM_TEST_COLLECT_SHORT_K_SPLIT_NAME)
+  }
+  std::set<std::string> reached;
+  for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
+    for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
+      for (int64_t m : {1, 8, 9, 64, 128, 8192})
+        for (int64_t k : {136, 1024, 4096}) {
+          GroupedShape s = lora_shrink(m, 16, 8, k);
+          s.a_dtype = a, s.c_dtype = c, s.short_k_request = 1;
+          const uint32_t tile_m = choose_sm90_short_k_split(h200(), s, nullptr);
+          ASSERT_NE(tile_m, 0u);
+          const std::string name = sm90_short_k_kernel_name(a, c, tile_m, sm90::kShortKSplit);
+          EXPECT_EQ(table.count(name), 1u) << "tile chosen but no kernel: " << name;
+          reached.insert(name);
+        }
+  for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no call reaches: " << n;
+  // 2 operand dtypes x 3 output dtypes x tiles 8, 16.
+  EXPECT_EQ(table.size(), 12u);
 }
 
 TEST(Sm90ShortK, CtasPerSmByRegistersThenSharedMemory) {

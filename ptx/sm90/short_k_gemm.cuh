@@ -26,13 +26,28 @@
 // prefetch gained nothing (NOTES v0.16); loading the routing arrays outright
 // gained 0.4 us (v0.17). K-major weights only; K a multiple
 // of 8 (the C ABI's rule).
+//
+// Split (KSplit = kShortKSplit; written in NOTES v0.17's "Next 5", not yet
+// run on a GPU): decode calls whose K is long (the LoRA shrink's hidden
+// size) have few tiles, and the persistent kernel streams each tile's whole
+// K through one SM (the decode shrink: 8 tiles of K 4096 on 8 SMs). Here a
+// cluster of kShortKSplit CTAs takes each tile, every CTA one slice of K (at
+// most kShortKMaxSlice, in shared memory at once) in one memory trip; all
+// but rank 0 send their fp32 accumulators into rank 0's shared memory (one
+// cp.async.bulk each, counted on an mbarrier there), and rank 0 adds them in
+// and runs the epilogue. No cluster-wide barrier per tile: the first version's two
+// (barrier.cluster with release, MEMBAR.ALL.GPU each) and a pull over
+// distributed shared memory took ~3400 cycles of an ~15500-cycle kernel
+// (the clock probe, NOTES v0.18).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "../cluster.h"
 #include "../grouped_params.h"
 #include "../mma_sync.h"
 #include "../out_convert.h"
+#include "../tma.h"
 #include "../routing_check.h"
 #include "../stmatrix.h"
 #include "../tile_scheduler.h"
@@ -40,11 +55,16 @@
 
 namespace ggemm::sm90 {
 
-template <typename Elem, typename Out, int TileM>
+// KSplit 1: each CTA a whole tile (K <= kShortKMaxK). KSplit kShortKSplit:
+// a cluster of that many CTAs a tile, each one slice of K (short_k_slice),
+// rank 0 summing the partials and storing (K <= kShortKSplitMaxK).
+template <typename Elem, typename Out, int TileM, int KSplit = 1>
 struct ShortKGroupedGemmSm90 {
   static_assert(TileM % 8 == 0 && TileM >= int(kShortKMinTileM) && TileM <= int(kShortKMaxTileM) &&
                     (TileM == 8 || TileM % 16 == 0),
                 "token tiles of 8, or multiples of 16 (ldmatrix x4 loads two 8-token blocks)");
+  static_assert(KSplit == 1 || (KSplit == int(kShortKSplit) && TileM <= int(kShortKSplitMaxTileM)),
+                "split kernels: kShortKSplit CTAs a tile, tiles of at most kShortKSplitMaxTileM tokens");
   static constexpr int kTokenBlocks = TileM / 8;                        // the MMA's n8 blocks
   static constexpr int kFeatureBlocks = int(kTileN / kShortKWarps / 16);  // m16 blocks of one warp (2)
   static constexpr uint32_t kOutBytes = sizeof(Out);
@@ -53,17 +73,41 @@ struct ShortKGroupedGemmSm90 {
 
   GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
     extern __shared__ __align__(16) uint8_t smem[];
-    const ShortKLayout layout = make_short_k_layout(TileM, p.k, kOutBytes);
+    const ShortKLayout layout = make_short_k_layout(TileM, p.k, kOutBytes, KSplit);
+    if constexpr (KSplit > 1) {
+      // The split's mbarriers, published to the cluster before any peer
+      // pushes a partial or frees a slot (the wait is after the routing).
+      if (threadIdx.x == 0) {
+        ptx::mbarrier_init(split_barrier(smem, layout, ShortKLayout::kPartialsLanded), 1);
+        ptx::mbarrier_init(split_barrier(smem, layout, ShortKLayout::kPartialTaken), 1);
+        ptx::mbarrier_init(split_barrier(smem, layout, ShortKLayout::kOperandsLanded), 1);
+        ptx::fence_mbarrier_init();
+      }
+      ptx::cluster_arrive_relaxed();
+    }
     // Checked mode: one warp of CTA 0 looks at the routing arrays first.
     if (p.device_status && blockIdx.x == 0 && threadIdx.x < 32) check_routing_warp(p);
     // Every thread walks the tiles (from the routing table in shared
     // memory), so no thread waits on another for its tile.
+    // Split, the CTAs of a cluster (consecutive blocks) take the same tiles.
     GroupedTileScheduler sched(stage_routing(p, smem, layout), TileM, kTileN);
+    const uint32_t rank = KSplit > 1 ? ptx::cluster_ctarank() : 0;
+    if constexpr (KSplit > 1) ptx::cluster_wait();
     GroupedTile tile;
-    for (uint64_t t = blockIdx.x; sched.next(t, &tile); t += gridDim.x) {
-      __syncthreads();  // the previous tile's staged outputs are all read out
-      multiply_tile(p, tile, smem, layout);
+    uint32_t rounds = 0;  // split: the active tiles reduced so far (the mbarriers' phases)
+    // No call has more tiles than this (each group's last row block may be
+    // partial): a CTA whose next index is past it stops without walking
+    // the groups to find out (~1300 cycles after the split's stores, the
+    // clock probe).
+    const uint64_t tile_bound = (uint64_t(ceil_div(p.m, TileM)) + p.num_groups) * sched.col_blocks();
+    for (uint64_t t = blockIdx.x / KSplit; t < tile_bound && sched.next(t, &tile); t += gridDim.x / KSplit) {
+      __syncthreads();  // the previous tile's staged outputs (and received partials) are all read out
+      multiply_tile(p, tile, smem, layout, rank, rounds);
     }
+  }
+
+  GGEMM_DEVICE static uint64_t *split_barrier(uint8_t *smem, const ShortKLayout &layout, uint32_t which) {
+    return reinterpret_cast<uint64_t *>(smem + layout.barriers_offset()) + which;
   }
 
   // The walk's problem, its routing read from shared memory. Every thread
@@ -141,26 +185,130 @@ struct ShortKGroupedGemmSm90 {
     }
   }
 
+  // Split: one cp.async.bulk per valid operand row (the slice's k_valid
+  // elements from `src`, row stride K), thread `row` issuing row `row`, each
+  // completing on `landed`; a slice ending on half an MMA step (k_valid % 16
+  // = 8) gets its last 16 bytes zeroed here. Rows past valid_rows are left as
+  // they are: each feeds only its own output row (weights) or column
+  // (tokens), never stored (the LoRA shrink's tile has 48 of 128).
+  // Per-thread 16-byte cp.asyncs took ~5700 cycles for the shrink's 56 KB a
+  // CTA (the clock probe, NOTES v0.18).
+  GGEMM_DEVICE static void bulk_copy_rows(const GroupedGemmParams &p, const Elem *src, uint32_t valid_rows,
+                                          uint32_t k_valid, uint8_t *dst, const ShortKLayout &layout,
+                                          uint64_t *landed) {
+    for (uint32_t row = threadIdx.x; row < valid_rows; row += kShortKThreads) {
+      uint8_t *dst_row = dst + row * layout.row_bytes;
+      if (k_valid > 0) ptx::bulk_copy_g2s(dst_row, src + size_t(row) * p.k, k_valid * uint32_t(sizeof(Elem)), landed);
+      if (k_valid % 16 != 0) *reinterpret_cast<uint4 *>(dst_row + k_valid * sizeof(Elem)) = make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // Split, round `round` (the CTA's active tiles before this one): every
+  // CTA but rank 0 writes its accumulators into its own slot (the one it
+  // fills in rank 0) and sends the slot to rank 0 in one cp.async.bulk,
+  // completing partial_bytes on rank 0's kPartialsLanded; rank 0 expects
+  // the bytes, waits, adds the slots into its own accumulators and then
+  // arrives on every other rank's kPartialTaken, which they wait on before
+  // they reuse the slot or exit (the bulk copy reads it until it lands).
+  // Per-thread st.async took ~2400 cycles to land (1792 16-byte
+  // completions on one mbarrier); two cluster barriers with release and a
+  // pull, ~3400 (the clock probe, NOTES v0.18). Returns whether this CTA
+  // holds the sum.
+  GGEMM_DEVICE static bool reduce_partials(float (&acc)[kFeatureBlocks][kTokenBlocks][4], uint8_t *smem,
+                                           const ShortKLayout &layout, uint32_t rank, uint32_t round) {
+    constexpr int kVectors = kFeatureBlocks * kTokenBlocks;  // float4s a thread
+    const uint32_t my_vectors = threadIdx.x * kVectors;
+    if (rank != 0) {
+      uint8_t *slot = smem + layout.slot_offset(rank);
+      float4 *mine = reinterpret_cast<float4 *>(slot) + my_vectors;
+#pragma unroll
+      for (int fb = 0; fb < kFeatureBlocks; ++fb)
+#pragma unroll
+        for (int tb = 0; tb < kTokenBlocks; ++tb)
+          mine[fb * kTokenBlocks + tb] = make_float4(acc[fb][tb][0], acc[fb][tb][1], acc[fb][tb][2], acc[fb][tb][3]);
+      ptx::fence_proxy_async_shared_cta();  // the bulk copy (async proxy) reads what these stores wrote
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        ptx::bulk_copy_s2cluster(ptx::map_shared_to_rank(slot, 0), slot, layout.partial_bytes,
+                                 ptx::map_shared_to_rank(split_barrier(smem, layout, ShortKLayout::kPartialsLanded), 0));
+      }
+      ptx::mbarrier_wait_parity(split_barrier(smem, layout, ShortKLayout::kPartialTaken), round & 1);
+      return false;
+    }
+    uint64_t *landed = split_barrier(smem, layout, ShortKLayout::kPartialsLanded);
+    if (threadIdx.x == 0) ptx::mbarrier_arrive_expect_tx(landed, (KSplit - 1) * layout.partial_bytes);
+    ptx::mbarrier_wait_parity(landed, round & 1);
+#pragma unroll
+    for (uint32_t r = 1; r < uint32_t(KSplit); ++r) {
+      const float4 *slot = reinterpret_cast<const float4 *>(smem + layout.slot_offset(r)) + my_vectors;
+#pragma unroll
+      for (int fb = 0; fb < kFeatureBlocks; ++fb)
+#pragma unroll
+        for (int tb = 0; tb < kTokenBlocks; ++tb) {
+          const float4 v = slot[fb * kTokenBlocks + tb];
+          acc[fb][tb][0] += v.x, acc[fb][tb][1] += v.y, acc[fb][tb][2] += v.z, acc[fb][tb][3] += v.w;
+        }
+    }
+    __syncthreads();  // every slot is read: the others may refill theirs, or exit
+    if (threadIdx.x >= 1 && threadIdx.x < uint32_t(KSplit))
+      ptx::mbarrier_arrive_remote(
+          ptx::map_shared_to_rank(split_barrier(smem, layout, ShortKLayout::kPartialTaken), threadIdx.x));
+    return true;
+  }
+
+  // One K step of 16: this warp's 32 weight rows (ldmatrix x4 a 16-row
+  // block) by the tile's tokens, into `acc`.
+  GGEMM_DEVICE static void mma_k_step(uint32_t a_addr, uint32_t b_addr, uint32_t row_bytes, uint32_t ks,
+                                      float (&acc)[kFeatureBlocks][kTokenBlocks][4]) {
+    uint32_t a[kFeatureBlocks][4];
+#pragma unroll
+    for (int fb = 0; fb < kFeatureBlocks; ++fb)
+      ptx::ldmatrix_x4(a_addr + fb * 16 * row_bytes + ks * 32, a[fb][0], a[fb][1], a[fb][2], a[fb][3]);
+    uint32_t b[kTokenBlocks][2];
+    if constexpr (kTokenBlocks == 1) {
+      ptx::ldmatrix_x2(b_addr + ks * 32, b[0][0], b[0][1]);
+    } else {
+#pragma unroll
+      for (int tb = 0; tb < kTokenBlocks; tb += 2)
+        ptx::ldmatrix_x4(b_addr + tb * 8 * row_bytes + ks * 32, b[tb][0], b[tb][1], b[tb + 1][0], b[tb + 1][1]);
+    }
+#pragma unroll
+    for (int fb = 0; fb < kFeatureBlocks; ++fb)
+#pragma unroll
+      for (int tb = 0; tb < kTokenBlocks; ++tb) ptx::mma_m16n8k16<Elem>(acc[fb][tb], a[fb], b[tb][0], b[tb][1]);
+  }
+
   GGEMM_DEVICE static void multiply_tile(const GroupedGemmParams &p, const GroupedTile &tile, uint8_t *smem,
-                                         const ShortKLayout &layout) {
+                                         const ShortKLayout &layout, uint32_t rank, uint32_t &rounds) {
     const bool active = tile.expert >= 0;
     const bool accumulate = p.epilogue == kEpilogueAccumulate;
-    if (!active && accumulate) return;  // C += 0 (the whole CTA takes this branch)
+    if (!active && accumulate) return;  // C += 0 (the whole CTA, and cluster, takes this branch)
+    if (KSplit > 1 && !active && rank != 0) return;  // rank 0 stores the zeros
     const uint32_t tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const uint32_t smem_base = uint32_t(__cvta_generic_to_shared(smem));
     uint8_t *staging = smem + layout.staging_offset();
+    // This CTA's slice of K: [k0, k0 + slice), of which k_valid lie below K.
+    const uint32_t k0 = KSplit == 1 ? 0u : short_k_slice_start(p.k, KSplit, rank);
+    const uint32_t k_valid = KSplit == 1 ? p.k : short_k_slice_valid(p.k, KSplit, rank);
 
     // 1. Every copy of the tile in flight at once.
     if (active) {
-      const Elem *weights = static_cast<const Elem *>(p.weights);
-      copy_operand_rows<kTileN>(p, weights + (size_t(tile.expert) * p.n + tile.col0) * p.k, tile.cols,
-                                smem_base + layout.weights_offset(), layout);
+      const Elem *weight_rows =
+          static_cast<const Elem *>(p.weights) + (size_t(tile.expert) * p.n + tile.col0) * p.k + k0;
       // LoRA expand's planes: segment s reads activation rows m + s * M.
       const size_t token_row0 = size_t(tile.row0) + (p.a_planes ? size_t(tile.segment) * p.m : 0);
-      copy_operand_rows<TileM>(p, static_cast<const Elem *>(p.tokens) + token_row0 * p.k, tile.rows,
-                               smem_base + layout.tokens_offset(), layout);
+      const Elem *token_rows = static_cast<const Elem *>(p.tokens) + token_row0 * p.k + k0;
+      if constexpr (KSplit == 1) {
+        copy_operand_rows<kTileN>(p, weight_rows, tile.cols, smem_base + layout.weights_offset(), layout);
+        copy_operand_rows<TileM>(p, token_rows, tile.rows, smem_base + layout.tokens_offset(), layout);
+      } else {
+        uint64_t *landed = split_barrier(smem, layout, ShortKLayout::kOperandsLanded);
+        if (tid == 0) ptx::mbarrier_arrive_expect_tx(landed, (tile.cols + tile.rows) * k_valid * uint32_t(sizeof(Elem)));
+        bulk_copy_rows(p, weight_rows, tile.cols, k_valid, smem + layout.weights_offset(), layout, landed);
+        bulk_copy_rows(p, token_rows, tile.rows, k_valid, smem + layout.tokens_offset(), layout, landed);
+      }
     }
-    if (accumulate) {
+    if (accumulate && (KSplit == 1 || rank == 0)) {
       for (uint32_t i = tid; i < TileM * kChunksPerRow; i += kShortKThreads) {
         const uint32_t row = i / kChunksPerRow, col = i % kChunksPerRow * kChunkElems;
         const bool valid = row < tile.rows && col < tile.cols;
@@ -170,6 +318,9 @@ struct ShortKGroupedGemmSm90 {
       }
     }
     ptx::cp_async_wait_all();
+    if constexpr (KSplit > 1) {
+      if (active) ptx::mbarrier_wait_parity(split_barrier(smem, layout, ShortKLayout::kOperandsLanded), rounds & 1);
+    }
     __syncthreads();
 
     // 2. This warp's 32 weight rows by the tile's tokens, K in steps of 16.
@@ -183,26 +334,31 @@ struct ShortKGroupedGemmSm90 {
           smem_base + layout.weights_offset() + (warp * 32 + lane % 16) * layout.row_bytes + (lane / 16) * 16;
       const uint32_t b_addr =
           smem_base + layout.tokens_offset() + ((lane / 16) * 8 + lane % 8) * layout.row_bytes + (lane / 8 % 2) * 16;
-      const uint32_t k_steps = (p.k + 15) / 16;
-      for (uint32_t ks = 0; ks < k_steps; ++ks) {
-        uint32_t a[kFeatureBlocks][4];
-#pragma unroll
-        for (int fb = 0; fb < kFeatureBlocks; ++fb)
-          ptx::ldmatrix_x4(a_addr + fb * 16 * layout.row_bytes + ks * 32, a[fb][0], a[fb][1], a[fb][2], a[fb][3]);
-        uint32_t b[kTokenBlocks][2];
-        if constexpr (kTokenBlocks == 1) {
-          ptx::ldmatrix_x2(b_addr + ks * 32, b[0][0], b[0][1]);
-        } else {
-#pragma unroll
-          for (int tb = 0; tb < kTokenBlocks; tb += 2)
-            ptx::ldmatrix_x4(b_addr + tb * 8 * layout.row_bytes + ks * 32, b[tb][0], b[tb][1], b[tb + 1][0],
-                             b[tb + 1][1]);
+      const uint32_t k_steps = (k_valid + 15) / 16;
+      if constexpr (KSplit == 1) {
+        for (uint32_t ks = 0; ks < k_steps; ++ks) mma_k_step(a_addr, b_addr, layout.row_bytes, ks, acc);
+      } else {
+        // A split slice is up to 32 steps: two chains of dependent MMAs
+        // (even and odd steps) instead of one (the probe: ~1840 cycles
+        // for 32 steps, about one chain's latency).
+        float odd[kFeatureBlocks][kTokenBlocks][4] = {};
+        uint32_t ks = 0;
+        for (; ks + 1 < k_steps; ks += 2) {
+          mma_k_step(a_addr, b_addr, layout.row_bytes, ks, acc);
+          mma_k_step(a_addr, b_addr, layout.row_bytes, ks + 1, odd);
         }
+        if (ks < k_steps) mma_k_step(a_addr, b_addr, layout.row_bytes, ks, acc);
 #pragma unroll
         for (int fb = 0; fb < kFeatureBlocks; ++fb)
 #pragma unroll
-          for (int tb = 0; tb < kTokenBlocks; ++tb) ptx::mma_m16n8k16<Elem>(acc[fb][tb], a[fb], b[tb][0], b[tb][1]);
+          for (int tb = 0; tb < kTokenBlocks; ++tb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[fb][tb][e] += odd[fb][tb][e];
       }
+    }
+
+    if constexpr (KSplit > 1) {
+      if (active && !reduce_partials(acc, smem, layout, rank, rounds++)) return;  // rank 0 stores the tile
     }
 
     // 3. Staged as the output type: acc[fb][tb][e] is weight row
