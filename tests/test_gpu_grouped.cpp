@@ -461,6 +461,25 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case> &i) { return i.param.name; });
 
+// Runs without a GPU: every case above is a call the C ABI accepts, so a
+// case written wrong fails here, on the CPU, not on the GPU as a refused
+// call (the split K 136 case asked N 100 until its first H200 run, NOTES
+// v0.18). The arguments are checked before the handle, so with no handle a
+// valid call stops at the handle.
+TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
+  Rng rng(fresh_seed());
+  for (const Case &c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Problem p(c, rng);
+    const ggemm_config cfg = make_config(c);
+    const bool override = c.tile_m || c.swizzle || c.stages || c.cluster_m;
+    ggemm_grouped_matmul_args x = p.args(false, override ? &cfg : nullptr);
+    std::vector<uint8_t> out = p.c_init;
+    x.c = out.data();
+    EXPECT_EQ(ggemm_grouped_matmul(nullptr, &x, nullptr), GGEMM_STATUS_INVALID_HANDLE) << ggemm_last_error_message();
+  }
+}
+
 // A call captured in a CUDA graph, replayed with other offsets, expert ids and
 // active counts written to the same device arrays between replays.
 TEST(GroupedMatmulGpuGraph, ReplayWithNewDeviceCounts) {

@@ -549,6 +549,34 @@ std::vector<LoraCase> cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, LoraGpu, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<LoraCase> &i) { return i.param.name; });
 
+// Runs without a GPU: every case above is a call (or two) the C ABI
+// accepts, so a case written wrong fails here, not on the GPU as a refused
+// call. The arguments are checked before the handle, so with no handle a
+// valid call stops at the handle.
+TEST(LoraCases, AreCallsTheAbiAccepts) {
+  Rng rng(fresh_seed());
+  for (const LoraCase &c : cases()) {
+    SCOPED_TRACE(c.name);
+    Problem p(c, rng);
+    if (p.shrinks()) {
+      ggemm_lora_shrink_qkv_args s = p.shrink_args(false);
+      Bytes out = p.p;
+      s.p = out.data();
+      EXPECT_EQ(ggemm_lora_shrink_qkv(nullptr, &s, nullptr), GGEMM_STATUS_INVALID_HANDLE)
+          << ggemm_last_error_message();
+    }
+    if (p.expands()) {
+      ggemm_lora_expand_qkv_args e = p.expand_args(false);
+      Bytes p_in = p.p, q = p.q, kv = p.kv;
+      e.p = p_in.data();
+      e.q_out = q.data();
+      e.kv_out = kv.data();
+      EXPECT_EQ(ggemm_lora_expand_qkv(nullptr, &e, nullptr), GGEMM_STATUS_INVALID_HANDLE)
+          << ggemm_last_error_message();
+    }
+  }
+}
+
 // One call captured in a CUDA graph, replayed with other offsets, adapter
 // ids and active counts written to the same device arrays between replays.
 void replay_with_new_device_counts(Op op) {
