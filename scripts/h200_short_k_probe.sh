@@ -2,10 +2,11 @@
 # One device call: where the sm_90a short-K kernel's time goes, step by step,
 # for one or more variants side by side. Each VARIANT is "-" (the tree as it
 # is) or a comma-separated list of patches; every variant also gets
-# bench/experiments/sm90_short_k_clock_probe.patch (thread 0 of CTAs 0, 200
-# and the last printf their clock64 cycles from entry to: the routing staged,
-# the tile found, the operands copied, multiplied, staged, stores issued,
-# and the end; and %globaltimer at entry and end). The variants build in
+# bench/experiments/sm90_short_k_clock_probe.patch (thread 0 of CTAs 0, 1,
+# 7, 56, 63, 200 and the last printf their clock64 cycles from entry to: the
+# routing staged, the tile found, the operands copied, multiplied, the split
+# kernel's partials reduced, staged, stores issued, and the end, -1 for a
+# step the CTA did not take; and %globaltimer at entry and end). The variants build in
 # parallel, in Release like the library (not the trace build, whose step
 # times misled in NOTES v0.17), then run the decode rows one after another;
 # per row and variant the benchmark's median, the mean cycles per step and
@@ -23,8 +24,11 @@ OUT=${OUT:-$PWD/h200_out}; mkdir -p "$OUT"
 export PATH=/usr/local/cuda/bin:$PATH
 [ $# -ge 1 ] || set -- -
 probe=$PWD/bench/experiments/sm90_short_k_clock_probe.patch
-rows=('decode_m64_g8_r16/ggemm_graph' 'decode_m64_g8_r16_accumulate/ggemm_graph'
-      'decode_m64_g8_r16_probe_inactive/ggemm_graph' 'decode_m64_g8_r16_probe_no_groups/ggemm_graph')
+rows=('^lora_expand_qkv_llama3_8b_decode_m64_g8_r16/ggemm_graph'
+      '^lora_shrink_qkv_llama3_8b_decode_m64_g8_r16/ggemm_graph'
+      '^lora_expand_qkv_llama3_8b_decode_m64_g8_r16_accumulate/ggemm_graph'
+      '^lora_expand_qkv_llama3_8b_decode_m64_g8_r16_probe_inactive/ggemm_graph'
+      '^lora_expand_qkv_llama3_8b_decode_m64_g8_r16_probe_no_groups/ggemm_graph')
 
 trees=()
 for i in $(seq $#); do
@@ -57,15 +61,23 @@ for row in "${rows[@]}"; do
     log=$OUT/skprobe_run_$((i + 1)).txt
     "${trees[$i]}/build/bench/ggemm_bench" --benchmark_filter="$row" > "$log" 2>&1
     echo "== $row, variant $((i + 1)): median $(grep -m1 'manual_time_median' "$log" | awk '{print $2, $3}')"
-    # Fields: SKPROBE cta N routed A walked B copied C multiplied D staged E stored F end G g0 H g1 I
-    grep SKPROBE "$log" | awk '{k = ($3 == 0) ? "first" : ($3 == 200 ? "mid" : "last"); n[k]++
-        for (f = 5; f <= 17; f += 2) s[k, f] += $f}
-      END {for (k in n) printf "  %-5s (n %d): routed %.0f walked %.0f copied %.0f multiplied %.0f staged %.0f stored %.0f end %.0f cycles\n",
-             k, n[k], s[k,5]/n[k], s[k,7]/n[k], s[k,9]/n[k], s[k,11]/n[k], s[k,13]/n[k], s[k,15]/n[k], s[k,17]/n[k]}' | sort
-    # Launch skew: the last CTA's entry and end against CTA 0's, in the same call.
-    grep SKPROBE "$log" | awk 'function lo(x) {return substr(x, length(x) - 8) + 0}
-        $3 == 0 {g0 = lo($19); e0 = lo($21)}
-        $3 != 0 && $3 != 200 && g0 {printf "%d %d %d\n", lo($19) - g0, lo($21) - e0, e0 - g0; g0 = 0}' |
-      sort -n | awk '{a[NR] = $0} END {if (NR) print "  entry skew, end skew, CTA 0 span (ns), median:", a[int(NR / 2) + 1]}'
+    # Fields: SKPROBE cta N split S routed A walked B copied C multiplied D
+    # reduced E staged F stored G end H g0 I g1 J. Per CTA, the mean of each
+    # step over the launches that took it (-1: not taken).
+    grep SKPROBE "$log" | awk '{c = $3; n[c]++
+        for (f = 7; f <= 21; f += 2) if ($f >= 0) {s[c, f] += $f; k[c, f]++}}
+      function m(c, f) {return k[c, f] ? sprintf("%.0f", s[c, f] / k[c, f]) : "-"}
+      END {for (c in n) printf "  cta %4d (n %d): routed %s walked %s copied %s multiplied %s reduced %s staged %s stored %s end %s cycles\n",
+             c, n[c], m(c,7), m(c,9), m(c,11), m(c,13), m(c,15), m(c,17), m(c,19), m(c,21)}' | sort -k2n
+    # Per CTA, entry and end (%globaltimer, ns) after the launch's earliest
+    # printed entry: the median over the launches (ordered by entry).
+    grep SKPROBE "$log" | awk 'function lo(x) {return substr(x, length(x) - 9) + 0}
+        function flush(  i) {for (i = 1; i <= k; i++) print cta[i], e[i] - base, x[i] - base; k = 0}
+        {g0 = lo($23); g1 = lo($25)
+         if (!have || g0 - base > 100000 || base - g0 > 100000) {flush(); base = g0; have = 1}
+         k++; cta[k] = $3; e[k] = g0; x[k] = g1; if (g0 < base) base = g0}
+        END {flush()}' | sort -k1n -k2n |
+      awk '{a[$1] = a[$1] " " $2 "/" $3; n[$1]++}
+        END {for (c in a) {split(a[c], v, " "); print "  cta", c, "entry/end ns:", v[int(n[c] / 2) + 1]}}' | sort -k2n
   done
 done
