@@ -36,11 +36,14 @@ for i in $(seq $#); do
   tree=/tmp/ggemm_skprobe_$i; rm -rf "$tree"; mkdir -p "$tree"
   git ls-files -co --exclude-standard -z |
     xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh | xargs -0 cp --parents -t "$tree"
-  patches=("$probe")
+  # The variant's patches, then the probe on top (fuzz 3: its hunks' context
+  # may be what a variant changed, as the tile-count patch's loop line).
+  patches=()
   [ "$variant" = - ] || IFS=',' read -r -a extra <<< "$variant"
   [ "$variant" = - ] || for p in "${extra[@]}"; do patches+=("$(realpath "$p")"); done
+  patches+=("$probe")
   for p in "${patches[@]}"; do
-    (cd "$tree" && patch -p1 -s < "$p") || { echo "variant $i ($variant): $p does not apply"; exit 1; }
+    (cd "$tree" && patch -p1 -s -F3 < "$p") || { echo "variant $i ($variant): $p does not apply"; exit 1; }
   done
   trees+=("$tree")
   echo "variant $i: ${patches[*]}"
