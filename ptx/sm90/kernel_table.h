@@ -44,26 +44,25 @@
   Y(E, EN, O, ON, 8)                                    \
   Y(E, EN, O, ON, 16)                                   \
   Y(E, EN, O, ON, 32)
-#define GGEMM_SM90_SHORT_K_FOR_OUT(Y, E, EN)                          \
-  GGEMM_SM90_SHORT_K_FOR_TILE_M(Y, E, EN, __nv_bfloat16, bf16)        \
-  GGEMM_SM90_SHORT_K_FOR_TILE_M(Y, E, EN, __half, fp16)               \
-  GGEMM_SM90_SHORT_K_FOR_TILE_M(Y, E, EN, float, fp32)
-#define GGEMM_SM90_SHORT_K_KERNELS_BF16(Y) GGEMM_SM90_SHORT_K_FOR_OUT(Y, __nv_bfloat16, bf16)
-#define GGEMM_SM90_SHORT_K_KERNELS_FP16(Y) GGEMM_SM90_SHORT_K_FOR_OUT(Y, __half, fp16)
-#define GGEMM_SM90_SHORT_K_KERNELS(Y) GGEMM_SM90_SHORT_K_KERNELS_BF16(Y) GGEMM_SM90_SHORT_K_KERNELS_FP16(Y)
-
 // The split short-K kernels (a cluster of kShortKSplit CTAs a tile, each a
 // slice of K; decode calls with K up to kShortKSplitMaxK): token tiles of 8
 // and 16. Name suffix _split8.
 #define GGEMM_SM90_SHORT_K_SPLIT_FOR_TILE_M(Y, E, EN, O, ON) \
   Y(E, EN, O, ON, 8)                                          \
   Y(E, EN, O, ON, 16)
-#define GGEMM_SM90_SHORT_K_SPLIT_FOR_OUT(Y, E, EN)                   \
-  GGEMM_SM90_SHORT_K_SPLIT_FOR_TILE_M(Y, E, EN, __nv_bfloat16, bf16) \
-  GGEMM_SM90_SHORT_K_SPLIT_FOR_TILE_M(Y, E, EN, __half, fp16)        \
-  GGEMM_SM90_SHORT_K_SPLIT_FOR_TILE_M(Y, E, EN, float, fp32)
-#define GGEMM_SM90_SHORT_K_SPLIT_KERNELS_BF16(Y) GGEMM_SM90_SHORT_K_SPLIT_FOR_OUT(Y, __nv_bfloat16, bf16)
-#define GGEMM_SM90_SHORT_K_SPLIT_KERNELS_FP16(Y) GGEMM_SM90_SHORT_K_SPLIT_FOR_OUT(Y, __half, fp16)
+// Every output dtype, each with the token tiles TILES lists.
+#define GGEMM_SM90_SHORT_K_FOR_OUT(Y, TILES, E, EN) \
+  TILES(Y, E, EN, __nv_bfloat16, bf16)              \
+  TILES(Y, E, EN, __half, fp16)                     \
+  TILES(Y, E, EN, float, fp32)
+#define GGEMM_SM90_SHORT_K_KERNELS_BF16(Y) \
+  GGEMM_SM90_SHORT_K_FOR_OUT(Y, GGEMM_SM90_SHORT_K_FOR_TILE_M, __nv_bfloat16, bf16)
+#define GGEMM_SM90_SHORT_K_KERNELS_FP16(Y) GGEMM_SM90_SHORT_K_FOR_OUT(Y, GGEMM_SM90_SHORT_K_FOR_TILE_M, __half, fp16)
+#define GGEMM_SM90_SHORT_K_KERNELS(Y) GGEMM_SM90_SHORT_K_KERNELS_BF16(Y) GGEMM_SM90_SHORT_K_KERNELS_FP16(Y)
+#define GGEMM_SM90_SHORT_K_SPLIT_KERNELS_BF16(Y) \
+  GGEMM_SM90_SHORT_K_FOR_OUT(Y, GGEMM_SM90_SHORT_K_SPLIT_FOR_TILE_M, __nv_bfloat16, bf16)
+#define GGEMM_SM90_SHORT_K_SPLIT_KERNELS_FP16(Y) \
+  GGEMM_SM90_SHORT_K_FOR_OUT(Y, GGEMM_SM90_SHORT_K_SPLIT_FOR_TILE_M, __half, fp16)
 #define GGEMM_SM90_SHORT_K_SPLIT_KERNELS(Y) \
   GGEMM_SM90_SHORT_K_SPLIT_KERNELS_BF16(Y) GGEMM_SM90_SHORT_K_SPLIT_KERNELS_FP16(Y)
 
