@@ -6,7 +6,7 @@
 // chain of synchronisations per tile (handoff, stage barriers, staging
 // barrier, stores: ~0.85 us a tile at the decode expand, NOTES v0.15) after a
 // prologue of barrier inits (~1.2 us, NOTES v0.14). Here there is no pipeline
-// and no mbarrier: many small CTAs per SM, each walking the same tiles as the
+// and (unsplit) no mbarrier: many small CTAs per SM, each walking the same tiles as the
 // persistent kernel (GroupedTileScheduler, from blockIdx.x by gridDim.x),
 // from a copy of the routing arrays that every CTA loads into shared memory
 // at entry (one memory trip), and per tile:
@@ -98,8 +98,10 @@ struct ShortKGroupedGemmSm90 {
     uint32_t rounds = 0;  // split: the active tiles reduced so far (the mbarriers' phases)
     // No call has more tiles than this (each group's last row block may be
     // partial): a CTA whose next index is past it stops without walking
-    // the groups to find out (~1300 cycles after the split's stores, the
-    // clock probe).
+    // the groups to find out. A loose bound: the decode shrink's 8 clusters
+    // stay under it and still walk ~1350 cycles after their stores (the
+    // clock probe, NOTES v0.18; bench/experiments/sm90_short_k_tile_count.patch
+    // counts the tiles instead).
     const uint64_t tile_bound = (uint64_t(ceil_div(p.m, TileM)) + p.num_groups) * sched.col_blocks();
     for (uint64_t t = blockIdx.x / KSplit; t < tile_bound && sched.next(t, &tile); t += gridDim.x / KSplit) {
       __syncthreads();  // the previous tile's staged outputs (and received partials) are all read out
