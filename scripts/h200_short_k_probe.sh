@@ -64,6 +64,10 @@ for row in "${rows[@]}"; do
     log=$OUT/skprobe_run_$((i + 1)).txt
     "${trees[$i]}/build/bench/ggemm_bench" --benchmark_filter="$row" > "$log" 2>&1
     echo "== $row, variant $((i + 1)): median $(grep -m1 'manual_time_median' "$log" | awk '{print $2, $3}')"
+    # The kernel and launch geometry the row gets (GGEMM_DEBUG's line; a
+    # graph row launches once per capture, so the first line is enough).
+    GGEMM_DEBUG=1 "${trees[$i]}/build/bench/ggemm_bench" --benchmark_filter="$row" --benchmark_min_time=0.01s 2>&1 |
+      grep -m1 'kernel ggemm_sm90' | sed 's/^/  /'
     # Fields: SKPROBE cta N split S routed A walked B copied C multiplied D
     # reduced E staged F stored G end H g0 I g1 J. Per CTA, the mean of each
     # step over the launches that took it (-1: not taken).
