@@ -386,22 +386,39 @@ ggemm_status choose_sm90_config(const DeviceProps &props, const GroupedShape &sh
   return GGEMM_STATUS_SUCCESS;
 }
 
+namespace {
+
+// The short-K kernels' token tile: the smallest from kShortKMinTileM
+// (doubling) holding the typical group of `rows`, at most `max_tile_m` (as
+// size_tile_m): an 8-row decode group fills an 8-token tile.
+uint32_t short_k_tile_m(int64_t rows, uint32_t max_tile_m) {
+  uint32_t tile_m = sm90::kShortKMinTileM;
+  while (tile_m < max_tile_m && rows > int64_t(tile_m)) tile_m *= 2;
+  return tile_m;
+}
+
+// The call's tiles as the short-K rules count them: every group the typical
+// one of `rows`.
+int64_t typical_tiles(const GroupedShape &shape, int64_t rows, uint32_t tile_m) {
+  return shape.num_groups * ((rows + tile_m - 1) / tile_m) * col_blocks_of(shape);
+}
+
+// The short-K kernel's CTAs every SM holds at once, over all SMs.
+int64_t short_k_wave(const DeviceProps &props, const GroupedShape &shape, uint32_t tile_m, uint32_t splits) {
+  return int64_t(sm90_short_k_ctas_per_sm(props, tile_m, shape.k, shape.c_dtype, splits)) * props.sm_count;
+}
+
+}  // namespace
+
 uint32_t choose_sm90_short_k(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *o) {
   if (o || !shape.transpose_b || shape.k > int64_t(sm90::kShortKMaxK) || shape.short_k_request < 0) return 0;
-  // The smallest tile holding the typical group (as size_tile_m), 8 to 32:
-  // an 8-row decode group fills an 8-token tile.
   const int64_t rows = typical_rows(shape, max_rows_bound(shape));
-  uint32_t tile_m = sm90::kShortKMinTileM;
-  while (tile_m < sm90::kShortKMaxTileM && rows > int64_t(tile_m)) tile_m *= 2;
-  if (shape.short_k_request == 0) {
-    // One wave: the typical groups' tiles, one per CTA, on the CTAs every
-    // SM holds at once. Past that a CTA runs its tiles one after another
-    // with nothing overlapping them (M 4096: 2x slower than the persistent
-    // kernel, NOTES v0.16).
-    const int64_t tiles = shape.num_groups * ((rows + tile_m - 1) / tile_m) * col_blocks_of(shape);
-    const int64_t wave = int64_t(sm90_short_k_ctas_per_sm(props, tile_m, shape.k, shape.c_dtype)) * props.sm_count;
-    if (tiles > wave) return 0;
-  }
+  const uint32_t tile_m = short_k_tile_m(rows, sm90::kShortKMaxTileM);
+  // One wave: the typical groups' tiles, one per CTA, on the CTAs every SM
+  // holds at once. Past that a CTA runs its tiles one after another with
+  // nothing overlapping them (M 4096: 2x slower than the persistent kernel,
+  // NOTES v0.16).
+  if (shape.short_k_request == 0 && typical_tiles(shape, rows, tile_m) > short_k_wave(props, shape, tile_m, 1)) return 0;
   return tile_m;
 }
 
@@ -409,19 +426,18 @@ uint32_t choose_sm90_short_k_split(const DeviceProps &props, const GroupedShape 
   if (o || !shape.transpose_b || shape.k <= int64_t(sm90::kShortKMaxK) ||
       shape.k > int64_t(sm90::kShortKSplitMaxK) || shape.short_k_request < 0 || props.sm_count < int(sm90::kShortKSplit))
     return 0;
-  // The smallest tile holding the typical group, 8 or 16.
   const int64_t rows = typical_rows(shape, max_rows_bound(shape));
-  const uint32_t tile_m = rows > int64_t(sm90::kShortKMinTileM) ? sm90::kShortKSplitMaxTileM : sm90::kShortKMinTileM;
+  const uint32_t tile_m = short_k_tile_m(rows, sm90::kShortKSplitMaxTileM);  // 8 or 16
   if (shape.short_k_request == 0) {
     // Decode groups, and few tiles: the persistent kernel runs them on a
     // few SMs, each streaming its tile's whole K (the decode LoRA shrink: 8
     // tiles of K 4096, 8 SMs). Split, each tile's K spreads over a cluster,
     // one slice a CTA, and every cluster runs at once.
     if (rows > int64_t(sm90::kShortKSplitMaxTileM)) return 0;
-    const int64_t tiles = shape.num_groups * ((rows + tile_m - 1) / tile_m) * col_blocks_of(shape);
-    const int64_t wave = int64_t(sm90_short_k_ctas_per_sm(props, tile_m, shape.k, shape.c_dtype, sm90::kShortKSplit)) *
-                         props.sm_count;
-    if (tiles * sm90::kShortKSplit > wave || 4 * tiles > props.sm_count) return 0;
+    const int64_t tiles = typical_tiles(shape, rows, tile_m);
+    if (tiles * sm90::kShortKSplit > short_k_wave(props, shape, tile_m, sm90::kShortKSplit) ||
+        4 * tiles > props.sm_count)
+      return 0;
   }
   return tile_m;
 }
