@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <numeric>
@@ -783,6 +784,26 @@ TEST(Sm90ShortK, OnlyWhereItCanRun) {
   EXPECT_EQ(choose_sm90_short_k(h200(), never, nullptr), 0u);
 }
 
+// A short-K kernel table against its rule: `names_for(a, c, &names)` adds
+// the kernel the rule picks for each of its calls with operands `a` and
+// outputs `c`; each must be in `table`, and each kernel of `table` must be
+// some call's.
+void expect_rule_and_table_agree(
+    const std::set<std::string> &table,
+    const std::function<void(ggemm_dtype, ggemm_dtype, std::vector<std::string> *)> &names_for) {
+  std::set<std::string> reached;
+  for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
+    for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32}) {
+      std::vector<std::string> names;
+      names_for(a, c, &names);
+      for (const std::string &name : names) {
+        EXPECT_EQ(table.count(name), 1u) << "tile chosen but no kernel: " << name;
+        reached.insert(name);
+      }
+    }
+  for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no call reaches: " << n;
+}
+
 #define GGEMM_TEST_COLLECT_SHORT_K_NAME(E, EN, O, ON, TM) \
   names.insert("ggemm_sm90_short_k_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_kmajor_m" GGEMM_TEST_STR(TM));
 
@@ -792,20 +813,16 @@ TEST(Sm90ShortK, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
     std::set<std::string> &names = table;
     GGEMM_SM90_SHORT_K_KERNELS(GGEMM_TEST_COLLECT_SHORT_K_NAME)
   }
-  std::set<std::string> reached;
-  for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
-    for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
-      for (int64_t m : {1, 8, 9, 64, 100, 128, 256, 8192})
-        for (int64_t rank : {8, 16, 64, 128}) {
-          GroupedShape s = lora_expand(m, rank);
-          s.a_dtype = a, s.c_dtype = c, s.short_k_request = 1;
-          const uint32_t tile_m = choose_sm90_short_k(h200(), s, nullptr);
-          ASSERT_NE(tile_m, 0u);
-          const std::string name = sm90_short_k_kernel_name(a, c, tile_m);
-          EXPECT_EQ(table.count(name), 1u) << "tile chosen but no kernel: " << name;
-          reached.insert(name);
-        }
-  for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no call reaches: " << n;
+  expect_rule_and_table_agree(table, [](ggemm_dtype a, ggemm_dtype c, std::vector<std::string> *names) {
+    for (int64_t m : {1, 8, 9, 64, 100, 128, 256, 8192})
+      for (int64_t rank : {8, 16, 64, 128}) {
+        GroupedShape s = lora_expand(m, rank);
+        s.a_dtype = a, s.c_dtype = c, s.short_k_request = 1;
+        const uint32_t tile_m = choose_sm90_short_k(h200(), s, nullptr);
+        ASSERT_NE(tile_m, 0u);
+        names->push_back(sm90_short_k_kernel_name(a, c, tile_m));
+      }
+  });
   // 2 operand dtypes x 3 output dtypes x tiles 8, 16, 32.
   EXPECT_EQ(table.size(), 18u);
 }
@@ -959,20 +976,16 @@ TEST(Sm90ShortKSplit, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
     std::set<std::string> &names = table;
     GGEMM_SM90_SHORT_K_SPLIT_KERNELS(GGEMM_TEST_COLLECT_SHORT_K_SPLIT_NAME)
   }
-  std::set<std::string> reached;
-  for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
-    for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
-      for (int64_t m : {1, 8, 9, 64, 128, 8192})
-        for (int64_t k : {136, 1024, 4096}) {
-          GroupedShape s = lora_shrink(m, 16, 8, k);
-          s.a_dtype = a, s.c_dtype = c, s.short_k_request = 1;
-          const uint32_t tile_m = choose_sm90_short_k_split(h200(), s, nullptr);
-          ASSERT_NE(tile_m, 0u);
-          const std::string name = sm90_short_k_kernel_name(a, c, tile_m, sm90::kShortKSplit);
-          EXPECT_EQ(table.count(name), 1u) << "tile chosen but no kernel: " << name;
-          reached.insert(name);
-        }
-  for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no call reaches: " << n;
+  expect_rule_and_table_agree(table, [](ggemm_dtype a, ggemm_dtype c, std::vector<std::string> *names) {
+    for (int64_t m : {1, 8, 9, 64, 128, 8192})
+      for (int64_t k : {136, 1024, 4096}) {
+        GroupedShape s = lora_shrink(m, 16, 8, k);
+        s.a_dtype = a, s.c_dtype = c, s.short_k_request = 1;
+        const uint32_t tile_m = choose_sm90_short_k_split(h200(), s, nullptr);
+        ASSERT_NE(tile_m, 0u);
+        names->push_back(sm90_short_k_kernel_name(a, c, tile_m, sm90::kShortKSplit));
+      }
+  });
   // 2 operand dtypes x 3 output dtypes x tiles 8, 16.
   EXPECT_EQ(table.size(), 12u);
 }
