@@ -64,6 +64,17 @@ GGEMM_HOST_DEVICE constexpr uint32_t min_u32(uint32_t a, uint32_t b) { return a 
 
 GGEMM_HOST_DEVICE constexpr uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
+// At most how many row blocks of tile_m the walk (GroupedTileScheduler)
+// makes of group rows [lo, hi) of a_offsets, from the group's own two
+// offsets: the walk starts the group at max(lo, the previous group's end)
+// clamped to M, so never before min(lo, M), and ends it at min(hi, M) or
+// its start. Exactly the walk's count when the offsets are well formed
+// (non-decreasing, within M); an upper bound otherwise, so a sum of these
+// over the groups never cuts a tile off.
+GGEMM_HOST_DEVICE constexpr uint32_t group_row_blocks_bound(uint32_t lo, uint32_t hi, uint32_t m, uint32_t tile_m) {
+  return min_u32(hi, m) > min_u32(lo, m) ? ceil_div(min_u32(hi, m) - min_u32(lo, m), tile_m) : 0u;
+}
+
 // The host refuses calls whose output has more elements than this (the C
 // ABI's validation), so one group's tiles number fewer than 2^32 and the walk
 // divides in 32 bits: a group of r <= M rows has at most

@@ -420,6 +420,52 @@ TEST(GroupedTileScheduler, MalformedOffsetsStayInsideC) {
   }
 }
 
+// The short-K kernels stop a CTA at the sum of group_row_blocks_bound over
+// the active groups (times the column blocks) instead of walking past the
+// last tile: that sum must never be below the walk's tile count (a tile
+// would go unwritten), and must equal it for well-formed offsets.
+TEST(GroupedTileScheduler, RowBlockBoundsCoverTheWalk) {
+  std::vector<Routing> routings;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto uni = [&](uint32_t lo, uint32_t hi) { return std::uniform_int_distribution<uint32_t>(lo, hi)(rng); };
+    std::vector<uint32_t> rows(uni(1, 300));
+    for (auto &x : rows) x = uni(0, 3) == 0 ? 0 : uni(1, 40);
+    Routing r = from_rows("random seed " + std::to_string(seed), rows, 8 * uni(1, 96), uni(0, 40));
+    r.stats_active = uni(0, 2) == 0 ? uni(0, r.num_groups) : r.num_groups;
+    routings.push_back(r);
+  }
+  const std::vector<std::vector<uint32_t>> malformed = {
+      {0, 50, 30, 80, 500, 20, 100}, {10, 5, 60, 60, 40, 99}, {0, 1000, 2000, 50},
+      {0, 0xFFFFFFFFu, 3, 0xFFFFFFF0u}, {200, 300, 400}, {0, 100, 0, 100, 0, 100}};
+  for (size_t i = 0; i < malformed.size(); ++i) {
+    Routing r;
+    r.name = "malformed #" + std::to_string(i);
+    r.m = 100;
+    r.n = 264;
+    r.offsets = malformed[i];
+    r.num_groups = uint32_t(r.offsets.size() - 1);
+    r.stats_active = r.num_groups;
+    r.ids.assign(r.num_groups, 1);
+    r.well_formed = false;
+    routings.push_back(r);
+  }
+  for (const Routing &r : routings)
+    for (uint32_t tile_m : {8u, 16u, 32u, 64u, 128u}) {
+      SCOPED_TRACE(r.name + ", tile_m " + std::to_string(tile_m));
+      GroupedTileScheduler walk(problem_of(r), tile_m, kTileN);
+      GroupedTile tile;
+      uint64_t tiles = 0;
+      while (walk.next(tiles, &tile)) ++tiles;
+      uint64_t bound = 0;
+      for (uint32_t g = 0; g < clamped_active(r); ++g)
+        bound += group_row_blocks_bound(r.offsets[g], r.offsets[g + 1], r.m, tile_m);
+      bound *= walk.col_blocks();
+      EXPECT_GE(bound, tiles);
+      if (r.well_formed) EXPECT_EQ(bound, tiles);
+    }
+}
+
 TEST(GroupedTileScheduler, BandOrderKeepsSideBySideTilesCompact) {
   // One large group (73 row blocks x 12 column blocks, like Qwen3's largest
   // expert under skewed routing). The first band's tiles, which side-by-side

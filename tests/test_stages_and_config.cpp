@@ -926,15 +926,15 @@ TEST(Sm90ShortKSplit, SliceLayoutAndOccupancy) {
   EXPECT_EQ(sm90::short_k_slice(72, 1), 72u);
   const sm90::ShortKLayout l = sm90::make_short_k_layout(8, 4096, 2, 8);
   EXPECT_EQ(l.row_bytes, 1040u);
-  // Operands, staging, routing table (to 145668 bytes), then at the next 16
-  // bytes the 7 other ranks' slots (128 threads x 2 x 1 x 4 floats each),
-  // then the three mbarriers.
-  EXPECT_EQ(136u * 1040 + 8 * 272 + 513 * 4, 145668u);
-  EXPECT_EQ(l.slots_offset(), 145680u);
-  EXPECT_EQ(l.slot_offset(1), 145680u);
-  EXPECT_EQ(l.slot_offset(7), 145680u + 6 * 4096);
+  // Operands, staging, routing table and the 4 warps' row blocks (to 145684
+  // bytes), then at the next 16 bytes the 7 other ranks' slots (128 threads
+  // x 2 x 1 x 4 floats each), then the three mbarriers.
+  EXPECT_EQ(136u * 1040 + 8 * 272 + 513 * 4 + 4 * 4, 145684u);
+  EXPECT_EQ(l.slots_offset(), 145696u);
+  EXPECT_EQ(l.slot_offset(1), 145696u);
+  EXPECT_EQ(l.slot_offset(7), 145696u + 6 * 4096);
   EXPECT_EQ(sm90::make_short_k_layout(16, 1000, 4, 8).slots_offset() % 16, 0u);
-  EXPECT_EQ(l.barriers_offset(), 145680u + 7 * 4096);
+  EXPECT_EQ(l.barriers_offset(), 145696u + 7 * 4096);
   EXPECT_EQ(l.total_bytes(), l.barriers_offset() + 24);
   EXPECT_EQ(sm90::make_short_k_layout(16, 4096, 4, 8).partial_bytes, 8192u);
   EXPECT_EQ(sm90::make_short_k_layout(8, 72, 2).partial_bytes, 0u);  // unsplit: none
@@ -1019,12 +1019,14 @@ TEST(Sm90ShortK, SharedMemoryLayout) {
   const sm90::ShortKLayout l = sm90::make_short_k_layout(8, 16, 2);
   EXPECT_EQ(l.tokens_offset(), 128u * 48);
   EXPECT_EQ(l.staging_offset(), 136u * 48);
-  // Then the routing table: 257 offsets and 256 ids, 4 bytes each.
+  // Then the routing table: 257 offsets and 256 ids, 4 bytes each, and the
+  // 4 warps' row-block sums.
   EXPECT_EQ(l.offsets_table_offset(), 136u * 48 + 8 * 272);
   EXPECT_EQ(l.ids_table_offset(), 136u * 48 + 8 * 272 + 257 * 4);
-  EXPECT_EQ(l.total_bytes(), 136u * 48 + 8 * 272 + 513 * 4);
+  EXPECT_EQ(l.warp_row_blocks_offset(), 136u * 48 + 8 * 272 + 513 * 4);
+  EXPECT_EQ(l.total_bytes(), 136u * 48 + 8 * 272 + 513 * 4 + 16);
   // fp32 staging rows: 512 + 32 bytes.
-  EXPECT_EQ(sm90::make_short_k_layout(32, 128, 4).total_bytes(), 160u * 272 + 32 * 544 + 513 * 4);
+  EXPECT_EQ(sm90::make_short_k_layout(32, 128, 4).total_bytes(), 160u * 272 + 32 * 544 + 513 * 4 + 16);
 }
 
 // ---- (d) sm_100a: stages, config choice, kernel names ----------------------------

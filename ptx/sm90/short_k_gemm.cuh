@@ -39,7 +39,10 @@
 // epilogue. No cluster-wide barrier per tile: the first version's two
 // (barrier.cluster with release, MEMBAR.ALL.GPU each) and a pull over
 // distributed shared memory took ~3400 cycles of an ~15500-cycle kernel
-// (the clock probe, NOTES v0.18).
+// (the clock probe, NOTES v0.18). Clusters of 16 (non-portable) halve each
+// CTA's slice but were slower: the H200 holds only 7 of them at once at
+// this shared memory, so the decode shrink's 8 tiles took two rounds
+// (8.5 -> 13.5 us, NOTES v0.19).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -91,19 +94,17 @@ struct ShortKGroupedGemmSm90 {
     // Every thread walks the tiles (from the routing table in shared
     // memory), so no thread waits on another for its tile.
     // Split, the CTAs of a cluster (consecutive blocks) take the same tiles.
-    GroupedTileScheduler sched(stage_routing(p, smem, layout), TileM, kTileN);
+    uint64_t row_blocks;  // the call's row blocks, at most (exactly, for well-formed offsets)
+    GroupedTileScheduler sched(stage_routing(p, smem, layout, &row_blocks), TileM, kTileN);
     const uint32_t rank = KSplit > 1 ? ptx::cluster_ctarank() : 0;
     if constexpr (KSplit > 1) ptx::cluster_wait();
     GroupedTile tile;
     uint32_t rounds = 0;  // split: the active tiles reduced so far (the mbarriers' phases)
-    // No call has more tiles than this (each group's last row block may be
-    // partial): a CTA whose next index is past it stops without walking
-    // the groups to find out. A loose bound: the decode shrink's 8 clusters
-    // stay under it and still walk ~1350 cycles after their stores (the
-    // clock probe, NOTES v0.18; bench/experiments/sm90_short_k_tile_count.patch
-    // counts the tiles instead).
-    const uint64_t tile_bound = (uint64_t(ceil_div(p.m, TileM)) + p.num_groups) * sched.col_blocks();
-    for (uint64_t t = blockIdx.x / KSplit; t < tile_bound && sched.next(t, &tile); t += gridDim.x / KSplit) {
+    // A CTA whose next index is past the call's tiles stops without
+    // walking the groups to find out (the walk: ~230 cycles a group; ~1350
+    // after the split kernel's stores, NOTES v0.18).
+    const uint64_t tiles = row_blocks * sched.col_blocks();
+    for (uint64_t t = blockIdx.x / KSplit; t < tiles && sched.next(t, &tile); t += gridDim.x / KSplit) {
       __syncthreads();  // the previous tile's staged outputs (and received partials) are all read out
       multiply_tile(p, tile, smem, layout, rank, rounds);
     }
@@ -121,14 +122,19 @@ struct ShortKGroupedGemmSm90 {
   // themselves (two CTA-wide scans at entry, then a binary search instead
   // of the walk) was level there and cost 0.5 us with no groups
   // (bench/experiments/sm90_short_k_tile_table.patch). A call with more
-  // groups than the table holds walks global memory.
+  // groups than the table holds walks global memory. `row_blocks`: the
+  // call's row blocks, at most: from the table, each thread its groups'
+  // (group_row_blocks_bound; each group's end loaded in the same trip),
+  // summed per warp beside the table, so the one barrier publishes them
+  // too; without the table, from M and the group count.
   GGEMM_DEVICE static GroupedProblem stage_routing(const GroupedGemmParams &p, uint8_t *smem,
-                                                   const ShortKLayout &layout) {
+                                                   const ShortKLayout &layout, uint64_t *row_blocks) {
     constexpr uint32_t kOffsetLoads = ceil_div(kShortKTableGroups + 1, kShortKThreads);
     constexpr uint32_t kIdLoads = ceil_div(kShortKTableGroups, kShortKThreads);
     const uint32_t n = p.num_groups;
     const bool tabled = n <= kShortKTableGroups;
     uint32_t offsets[kOffsetLoads];
+    uint32_t ends[kIdLoads];  // a_offsets[i + 1] for group i (the offsets' next element)
     int32_t ids[kIdLoads];
 #pragma unroll
     for (uint32_t j = 0; j < kOffsetLoads; ++j) {
@@ -139,8 +145,10 @@ struct ShortKGroupedGemmSm90 {
     for (uint32_t j = 0; j < kIdLoads; ++j) {
       const uint32_t i = threadIdx.x + j * kShortKThreads;
       ids[j] = tabled && i < n ? p.expert_ids[i] : -1;
+      ends[j] = tabled && i < n ? p.a_offsets[i + 1] : 0u;
     }
     GroupedProblem problem = grouped_problem(p);  // the usage word, in the same trip
+    *row_blocks = uint64_t(ceil_div(p.m, TileM)) + p.num_groups;  // each group's last block may be partial
     if (!tabled) return problem;
     uint32_t *offsets_table = reinterpret_cast<uint32_t *>(smem + layout.offsets_table_offset());
     int32_t *ids_table = reinterpret_cast<int32_t *>(smem + layout.ids_table_offset());
@@ -154,7 +162,25 @@ struct ShortKGroupedGemmSm90 {
       const uint32_t i = threadIdx.x + j * kShortKThreads;
       if (i < n) ids_table[i] = ids[j];
     }
+    uint32_t mine = 0;
+#pragma unroll
+    for (uint32_t j = 0; j < kIdLoads; ++j) {
+      const uint32_t i = threadIdx.x + j * kShortKThreads;
+      if (i < problem.num_active) mine += group_row_blocks_bound(offsets[j], ends[j], p.m, TileM);
+    }
+    const bool unbounded = __any_sync(0xFFFFFFFFu, mine > kShortKThreadRowBlocks);
+    const uint32_t warp_sum = __reduce_add_sync(0xFFFFFFFFu, unbounded ? 0u : mine);
+    uint32_t *warp_row_blocks = reinterpret_cast<uint32_t *>(smem + layout.warp_row_blocks_offset());
+    if (threadIdx.x % 32 == 0) warp_row_blocks[threadIdx.x / 32] = unbounded ? kShortKRowBlocksUnbounded : warp_sum;
     __syncthreads();
+    uint64_t sum = 0;
+    bool any_unbounded = false;
+#pragma unroll
+    for (uint32_t w = 0; w < kShortKWarps; ++w) {
+      any_unbounded |= warp_row_blocks[w] == kShortKRowBlocksUnbounded;
+      sum += warp_row_blocks[w];
+    }
+    if (!any_unbounded) *row_blocks = sum;
     problem.a_offsets = offsets_table;
     problem.expert_ids = ids_table;
     return problem;
@@ -327,8 +353,13 @@ struct ShortKGroupedGemmSm90 {
     __syncthreads();
 
     // 2. This warp's 32 weight rows by the tile's tokens, K in steps of 16.
+    // A warp whose rows all lie past the tile's columns has nothing to
+    // store and skips the loop: its ldmatrix traffic is shared memory
+    // bandwidth the others need (the LoRA shrink's tile has 48 rows, so
+    // warps 2 and 3 are idle; the split slice's 32 steps read ~5 KB a step
+    // over the four warps, ~1300 of its ~1720 MMA cycles at 128 B a cycle).
     float acc[kFeatureBlocks][kTokenBlocks][4] = {};
-    if (active) {
+    if (active && warp * 32 < tile.cols) {
       // ldmatrix lane addresses. Weights (A, x4): rows lane % 16 of the
       // block, K half lane / 16. Tokens (B): rows (lane / 16) * 8 + lane % 8,
       // K half (lane / 8) % 2 — matrices (tokens 0-7, k 0-7), (0-7, k 8-15),
@@ -338,26 +369,9 @@ struct ShortKGroupedGemmSm90 {
       const uint32_t b_addr =
           smem_base + layout.tokens_offset() + ((lane / 16) * 8 + lane % 8) * layout.row_bytes + (lane / 8 % 2) * 16;
       const uint32_t k_steps = (k_valid + 15) / 16;
-      if constexpr (KSplit == 1) {
-        for (uint32_t ks = 0; ks < k_steps; ++ks) mma_k_step(a_addr, b_addr, layout.row_bytes, ks, acc);
-      } else {
-        // A split slice is up to 32 steps: two chains of dependent MMAs
-        // (even and odd steps) instead of one (the probe: ~1840 cycles
-        // for 32 steps, about one chain's latency).
-        float odd[kFeatureBlocks][kTokenBlocks][4] = {};
-        uint32_t ks = 0;
-        for (; ks + 1 < k_steps; ks += 2) {
-          mma_k_step(a_addr, b_addr, layout.row_bytes, ks, acc);
-          mma_k_step(a_addr, b_addr, layout.row_bytes, ks + 1, odd);
-        }
-        if (ks < k_steps) mma_k_step(a_addr, b_addr, layout.row_bytes, ks, acc);
-#pragma unroll
-        for (int fb = 0; fb < kFeatureBlocks; ++fb)
-#pragma unroll
-          for (int tb = 0; tb < kTokenBlocks; ++tb)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[fb][tb][e] += odd[fb][tb][e];
-      }
+      // One chain of dependent MMAs: two chains (even and odd steps) gained
+      // ~100 of the split slice's ~1840 MMA cycles (NOTES v0.18), noise.
+      for (uint32_t ks = 0; ks < k_steps; ++ks) mma_k_step(a_addr, b_addr, layout.row_bytes, ks, acc);
     }
 
     if constexpr (KSplit > 1) {

@@ -51,6 +51,11 @@ GGEMM_HOST_DEVICE constexpr uint32_t short_k_slice_valid(uint32_t k, uint32_t sp
 // Groups whose routing (a_offsets, expert_ids) a CTA copies into shared
 // memory at entry, in one memory trip; a call with more walks global memory.
 constexpr uint32_t kShortKTableGroups = 256;
+// A warp's row-block sum that could overflow (a thread's groups past
+// kShortKThreadRowBlocks, only with malformed offsets or M past ~2^28):
+// the kernel then falls back to the bound from M and the group count.
+constexpr uint32_t kShortKRowBlocksUnbounded = 0xFFFFFFFFu;
+constexpr uint32_t kShortKThreadRowBlocks = 1u << 25;  // 32 of them sum below 2^32
 
 // One operand row in shared memory: K rounded up to the MMA's 16, plus 16
 // bytes, so the 8 rows an ldmatrix reads fall in 8 different 16-byte bank
@@ -68,7 +73,7 @@ GGEMM_HOST_DEVICE constexpr uint32_t short_k_staging_row_bytes(uint32_t out_byte
 // K), then the output staging ([tile_m][kTileN], which also receives the
 // old outputs in accumulate mode, loaded beside the operands), then the
 // routing table (a_offsets [kShortKTableGroups + 1], expert_ids
-// [kShortKTableGroups]), then, split, at the next 16 bytes the slots of the
+// [kShortKTableGroups], each warp's row blocks [kShortKWarps]), then, split, at the next 16 bytes the slots of the
 // partials rank 0 receives (one per other rank, partial_bytes each: every
 // thread's accumulator fragments, in its own order, the same in every CTA of
 // the cluster), then the split's mbarriers (kPartialsLanded, kPartialTaken,
@@ -89,7 +94,11 @@ struct ShortKLayout {
   GGEMM_HOST_DEVICE constexpr uint32_t ids_table_offset() const {
     return offsets_table_offset() + 4 * (kShortKTableGroups + 1);
   }
-  GGEMM_HOST_DEVICE constexpr uint32_t table_end() const { return ids_table_offset() + 4 * kShortKTableGroups; }
+  // Each warp's sum of its groups' row blocks (or kShortKRowBlocksUnbounded).
+  GGEMM_HOST_DEVICE constexpr uint32_t warp_row_blocks_offset() const {
+    return ids_table_offset() + 4 * kShortKTableGroups;
+  }
+  GGEMM_HOST_DEVICE constexpr uint32_t table_end() const { return warp_row_blocks_offset() + 4 * kShortKWarps; }
   // 16-byte aligned: the partials move as float4s. Rank r's slot: r - 1.
   GGEMM_HOST_DEVICE constexpr uint32_t slots_offset() const { return (table_end() + 15) / 16 * 16; }
   GGEMM_HOST_DEVICE constexpr uint32_t slot_offset(uint32_t rank) const {
