@@ -355,6 +355,35 @@ std::vector<Case> cases() {
     for (int g = 0; g < groups; ++g) c.experts.push_back(g % 11 == 5 ? -1 : (g * 7) % 40);
     add(c);
   }
+  // Decode routing at its most fragmented: groups of one row or none (up to
+  // 8 groups in one 8-token tile's rows), -1 and out-of-range expert ids;
+  // and the decode expand's shape in small, 8 groups of 8 rows filling M =
+  // 64 with no unowned rows, three segments of activation planes. (Written
+  // for the resident short-K kernel of session 16, refuted and not landed:
+  // bench/experiments/sm90_short_k_resident.patch; run on the H200 with the
+  // tiled kernel there, automatic and GGEMM_SM90_SHORT_K=1.)
+  {
+    Case c{"short_k_one_row_groups"};
+    for (int g = 0; g < 60; ++g) c.rows.push_back(g % 7 == 3 ? 0 : 1);
+    for (int g = 0; g < 60; ++g) c.experts.push_back(g % 9 == 4 ? -1 : g % 13 == 6 ? 99 : g % 40);
+    c.n = 264;
+    c.k = 16;
+    c.num_experts = 40;
+    c.unowned_rows = 3;
+    add(c);
+  }
+  {
+    Case c{"short_k_decode_expand_shape"};
+    c.rows = {8, 8, 8, 8, 8, 8, 8, 8};
+    c.experts = {3, 0, 7, 1, 6, 2, 5, 4};
+    c.n = 1024 + 2 * 256;
+    c.k = 16;
+    c.num_experts = 8;
+    c.split0 = 1024;
+    c.split1 = 1280;
+    c.unowned_rows = 0;
+    add(c);
+  }
   // Every tile_m the heuristic or an override can choose, both layouts.
   for (bool tb : {true, false})
     for (int tm : {16, 32, 64, 128, 256}) {
