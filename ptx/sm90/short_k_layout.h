@@ -73,12 +73,12 @@ GGEMM_HOST_DEVICE constexpr uint32_t short_k_staging_row_bytes(uint32_t out_byte
 // K), then the output staging ([tile_m][kTileN], which also receives the
 // old outputs in accumulate mode, loaded beside the operands), then the
 // routing table (a_offsets [kShortKTableGroups + 1], expert_ids
-// [kShortKTableGroups], each warp's row blocks [kShortKWarps]), then, split, at the next 16 bytes the slots of the
-// partials rank 0 receives (one per other rank, partial_bytes each: every
-// thread's accumulator fragments, in its own order, the same in every CTA of
-// the cluster), then the split's mbarriers (kPartialsLanded, kPartialTaken,
-// kOperandsLanded). Every CTA of a cluster has the same layout; only rank 0's
-// slots are used.
+// [kShortKTableGroups], each warp's row blocks [kShortKWarps]), then,
+// split, at the next 16 bytes the slots of the partials rank 0 receives
+// (one per other rank, partial_bytes each: every thread's accumulator
+// fragments, in its own order, the same in every CTA of the cluster), then
+// the split's mbarriers (kPartialsLanded, kPartialTaken, kOperandsLanded).
+// Every CTA of a cluster has the same layout; only rank 0's slots are used.
 struct ShortKLayout {
   uint32_t row_bytes, staging_row_bytes, tile_m, partial_bytes;
   static constexpr uint32_t kPartialsLanded = 0;  // rank 0's: the others' partials are in its slots
