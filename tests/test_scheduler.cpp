@@ -392,28 +392,37 @@ TEST(GroupedTileScheduler, TilesSpanningTheSplits) {
   }
 }
 
-TEST(GroupedTileScheduler, MalformedOffsetsStayInsideC) {
-  // Device arrays the caller got wrong: decreasing, past M, not starting at 0,
-  // wrapped. The scheduler clamps as it reads, so tiles must stay inside C and
-  // never overlap (coverage <= 1), whatever else they do.
-  const uint32_t m = 100;
+// Device arrays the caller got wrong, over M 100: decreasing, past M, not
+// starting at 0, wrapped, starting past M, overlapping.
+std::vector<Routing> malformed_routings() {
   const std::vector<std::vector<uint32_t>> cases = {
       {0, 50, 30, 80, 500, 20, 100},      // decreasing, then past M, then back
       {10, 5, 60, 60, 40, 99},            // [0] != 0 and decreasing
       {0, 1000, 2000, 50},                // everything past M
       {0, 0xFFFFFFFFu, 3, 0xFFFFFFF0u},   // wrapped around uint32
       {200, 300, 400},                    // starts past M
+      {0, 100, 0, 100, 0, 100},           // every group the same rows again
   };
+  std::vector<Routing> routings;
   for (size_t i = 0; i < cases.size(); ++i) {
     Routing r;
     r.name = "malformed #" + std::to_string(i);
-    r.m = m;
+    r.m = 100;
     r.n = 264;
     r.offsets = cases[i];
     r.num_groups = uint32_t(r.offsets.size() - 1);
     r.stats_active = r.num_groups;
     r.ids.assign(r.num_groups, 1);
     r.well_formed = false;
+    routings.push_back(r);
+  }
+  return routings;
+}
+
+TEST(GroupedTileScheduler, MalformedOffsetsStayInsideC) {
+  // The scheduler clamps as it reads, so tiles must stay inside C and never
+  // overlap (coverage <= 1), whatever else they do.
+  for (Routing r : malformed_routings()) {
     check_all_shapes(r);
     r.split0 = 128, r.split1 = 200;
     check_all_shapes(r);
@@ -435,21 +444,7 @@ TEST(GroupedTileScheduler, RowBlockBoundsCoverTheWalk) {
     r.stats_active = uni(0, 2) == 0 ? uni(0, r.num_groups) : r.num_groups;
     routings.push_back(r);
   }
-  const std::vector<std::vector<uint32_t>> malformed = {
-      {0, 50, 30, 80, 500, 20, 100}, {10, 5, 60, 60, 40, 99}, {0, 1000, 2000, 50},
-      {0, 0xFFFFFFFFu, 3, 0xFFFFFFF0u}, {200, 300, 400}, {0, 100, 0, 100, 0, 100}};
-  for (size_t i = 0; i < malformed.size(); ++i) {
-    Routing r;
-    r.name = "malformed #" + std::to_string(i);
-    r.m = 100;
-    r.n = 264;
-    r.offsets = malformed[i];
-    r.num_groups = uint32_t(r.offsets.size() - 1);
-    r.stats_active = r.num_groups;
-    r.ids.assign(r.num_groups, 1);
-    r.well_formed = false;
-    routings.push_back(r);
-  }
+  for (const Routing &r : malformed_routings()) routings.push_back(r);
   for (const Routing &r : routings)
     for (uint32_t tile_m : {8u, 16u, 32u, 64u, 128u}) {
       SCOPED_TRACE(r.name + ", tile_m " + std::to_string(tile_m));
