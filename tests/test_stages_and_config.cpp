@@ -770,18 +770,29 @@ TEST(Sm90ShortK, LeavesBandwidthBoundCallsToThePersistentKernel) {
   EXPECT_EQ(choose_sm90_short_k(h200(), at, nullptr), 0u);
 }
 
-TEST(Sm90ShortK, OnlyWhereItCanRun) {
-  // K past 128, weights stored [E, K, N], a caller's config (it describes
-  // the persistent kernel), or GGEMM_SM90_SHORT_K=0: never.
-  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 136), nullptr), 0u);
-  GroupedShape mn = lora_expand(64, 16);
+// A short-K rule, `rule(shape, override)`, takes `shape` but not with its
+// weights stored [E, K, N], with a caller's config (it describes the
+// persistent kernel), nor with GGEMM_SM90_SHORT_K=0.
+void expect_refuses_mn_major_config_and_off(
+    const std::function<uint32_t(const GroupedShape &, const ggemm_config *)> &rule, const GroupedShape &shape) {
+  ASSERT_NE(rule(shape, nullptr), 0u);
+  GroupedShape mn = shape;
   mn.transpose_b = false;
-  EXPECT_EQ(choose_sm90_short_k(h200(), mn, nullptr), 0u);
+  EXPECT_EQ(rule(mn, nullptr), 0u);
   const ggemm_config o = blank_config();
-  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 16), &o), 0u);
-  GroupedShape never = lora_expand(64, 16);
+  EXPECT_EQ(rule(shape, &o), 0u);
+  GroupedShape never = shape;
   never.short_k_request = -1;
-  EXPECT_EQ(choose_sm90_short_k(h200(), never, nullptr), 0u);
+  EXPECT_EQ(rule(never, nullptr), 0u);
+}
+
+TEST(Sm90ShortK, OnlyWhereItCanRun) {
+  // K past 128, weights stored [E, K, N], a caller's config, or
+  // GGEMM_SM90_SHORT_K=0: never.
+  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 136), nullptr), 0u);
+  expect_refuses_mn_major_config_and_off(
+      [](const GroupedShape &s, const ggemm_config *o) { return choose_sm90_short_k(h200(), s, o); },
+      lora_expand(64, 16));
 }
 
 // A short-K kernel table against its rule: `names_for(a, c, &names)` adds
@@ -887,14 +898,9 @@ TEST(Sm90ShortKSplit, LeavesEverythingElseToTheOtherKernels) {
   // config, or GGEMM_SM90_SHORT_K=0.
   EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16, 8, 4104), nullptr), 0u);
   EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16, 8, 128), nullptr), 0u);
-  GroupedShape mn = lora_shrink(64, 16);
-  mn.transpose_b = false;
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), mn, nullptr), 0u);
-  const ggemm_config o = blank_config();
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16), &o), 0u);
-  GroupedShape never = lora_shrink(64, 16);
-  never.short_k_request = -1;
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), never, nullptr), 0u);
+  expect_refuses_mn_major_config_and_off(
+      [](const GroupedShape &s, const ggemm_config *o) { return choose_sm90_short_k_split(h200(), s, o); },
+      lora_shrink(64, 16));
   // Prefill: the M 4096 shrink (512 rows an adapter).
   EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(4096, 16), nullptr), 0u);
   // Many tiles: 32 adapters x 2 column blocks (R 64) = 64 tiles, past a
