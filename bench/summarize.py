@@ -51,7 +51,7 @@ def main(path):
         for f in fracs:
             geo *= f
         geo **= 1.0 / len(fracs)
-        print(f"\ngeometric mean of ggemm's fraction of the floor: {geo:.2f}")
+        print(f"\ngeometric mean of ggemm's fraction of the floor: {geo:.3f}")
 
     lora = [shape for shape in order if shape.startswith("lora_")]
     if lora:
