@@ -47,8 +47,8 @@
 #include <vector>
 
 #include "gpu_buffers.h"
+#include "harness_ptx.h"
 #include "ptx_kernel.h"
-#include "stream_ptx.h"
 
 namespace ggemm::bench {
 namespace {
@@ -57,48 +57,6 @@ constexpr int kIterations = 20, kRepetitions = 5, kWarmup = 3;
 constexpr unsigned kThreads = 384;  // ggemm's sm_90a CTA: a producer and two consumer warpgroups
 constexpr unsigned kParamBytes = 896;  // sizeof(GroupedGemmParams)
 
-// Plain sm_90 (not sm_90a) PTX, so the driver also JIT-compiles it for later
-// architectures.
-#define GGEMM_HARNESS_PTX_HEADER ".version 8.0\n.target sm_90\n.address_size 64\n"
-constexpr char kNullPtx[] = GGEMM_HARNESS_PTX_HEADER
-    ".visible .entry ggemm_bench_null_kernel()\n"
-    "{\n"
-    "  ret;\n"
-    "}\n";
-constexpr char kParamsPtx[] = GGEMM_HARNESS_PTX_HEADER
-    ".visible .entry ggemm_bench_params_kernel(.param .align 64 .b8 p_block[896])\n"
-    "{\n"
-    "  ret;\n"
-    "}\n";
-// Thread 0 loads the pointer at p_start, then the one that points to, and
-// so on, p_links times; the last value is stored only if it is 0 (it is
-// not), so no load can be dropped.
-constexpr char kLoadChainPtx[] = GGEMM_HARNESS_PTX_HEADER
-    ".visible .entry ggemm_bench_load_chain(.param .u64 p_start, .param .u32 p_links, .param .u64 p_sink)\n"
-    "{\n"
-    "  .reg .pred %p<3>;\n"
-    "  .reg .b32 %r<3>;\n"
-    "  .reg .b64 %rd<3>;\n"
-    "  mov.u32 %r1, %tid.x;\n"
-    "  setp.ne.u32 %p1, %r1, 0;\n"
-    "  @%p1 bra END;\n"
-    "  ld.param.u64 %rd1, [p_start];\n"
-    "  ld.param.u32 %r2, [p_links];\n"
-    "  ld.param.u64 %rd2, [p_sink];\n"
-    "LOOP:\n"
-    "  setp.eq.u32 %p2, %r2, 0;\n"
-    "  @%p2 bra DONE;\n"
-    "  ld.global.u64 %rd1, [%rd1];\n"
-    "  sub.u32 %r2, %r2, 1;\n"
-    "  bra LOOP;\n"
-    "DONE:\n"
-    "  setp.ne.u64 %p1, %rd1, 0;\n"
-    "  @%p1 bra END;\n"
-    "  st.global.u64 [%rd2], %rd1;\n"
-    "END:\n"
-    "  ret;\n"
-    "}\n";
-#undef GGEMM_HARNESS_PTX_HEADER
 
 // kStream{4,16}: the streaming kernel with 4 or 16 vectors in flight a
 // thread; kMemcpy: a captured cudaMemcpyAsync device to device (no kernel

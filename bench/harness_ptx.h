@@ -1,10 +1,57 @@
-// The harness's streaming kernel (bench_harness.cpp's harness_read_* and
-// harness_write_* rows), as PTX text for the driver to JIT: its own header
-// so a tool can print it for ptxas without the benchmark around it.
+// The PTX of the benchmark harness's kernels (bench_harness.cpp), as text
+// the driver JIT-compiles at run time: the empty kernels, the load chain and
+// the streaming kernel. Its own header, with no CUDA in it, so a CPU test
+// (tests/check_harness_ptx.sh, through tests/print_harness_ptx.cpp) can
+// assemble every one with ptxas: a slip in this text would otherwise show
+// only on a GPU, as a load error at run time.
 #pragma once
 #include <string>
 
 namespace ggemm::bench {
+
+// Plain sm_90 (not sm_90a) PTX, so the driver also JIT-compiles it for later
+// architectures.
+#define GGEMM_HARNESS_PTX_HEADER ".version 8.0\n.target sm_90\n.address_size 64\n"
+inline constexpr char kHarnessPtxHeader[] = GGEMM_HARNESS_PTX_HEADER;
+inline constexpr char kNullPtx[] = GGEMM_HARNESS_PTX_HEADER
+    ".visible .entry ggemm_bench_null_kernel()\n"
+    "{\n"
+    "  ret;\n"
+    "}\n";
+inline constexpr char kParamsPtx[] = GGEMM_HARNESS_PTX_HEADER
+    ".visible .entry ggemm_bench_params_kernel(.param .align 64 .b8 p_block[896])\n"
+    "{\n"
+    "  ret;\n"
+    "}\n";
+// Thread 0 loads the pointer at p_start, then the one that points to, and
+// so on, p_links times; the last value is stored only if it is 0 (it is
+// not), so no load can be dropped.
+inline constexpr char kLoadChainPtx[] = GGEMM_HARNESS_PTX_HEADER
+    ".visible .entry ggemm_bench_load_chain(.param .u64 p_start, .param .u32 p_links, .param .u64 p_sink)\n"
+    "{\n"
+    "  .reg .pred %p<3>;\n"
+    "  .reg .b32 %r<3>;\n"
+    "  .reg .b64 %rd<3>;\n"
+    "  mov.u32 %r1, %tid.x;\n"
+    "  setp.ne.u32 %p1, %r1, 0;\n"
+    "  @%p1 bra END;\n"
+    "  ld.param.u64 %rd1, [p_start];\n"
+    "  ld.param.u32 %r2, [p_links];\n"
+    "  ld.param.u64 %rd2, [p_sink];\n"
+    "LOOP:\n"
+    "  setp.eq.u32 %p2, %r2, 0;\n"
+    "  @%p2 bra DONE;\n"
+    "  ld.global.u64 %rd1, [%rd1];\n"
+    "  sub.u32 %r2, %r2, 1;\n"
+    "  bra LOOP;\n"
+    "DONE:\n"
+    "  setp.ne.u64 %p1, %rd1, 0;\n"
+    "  @%p1 bra END;\n"
+    "  st.global.u64 [%rd2], %rd1;\n"
+    "END:\n"
+    "  ret;\n"
+    "}\n";
+#undef GGEMM_HARNESS_PTX_HEADER
 
 // Streams p_vectors 16-byte vectors of p_buf (reading, or with p_write
 // storing zeros): thread i takes vectors i, i + S, ..., i + (F - 1) S (S the
@@ -12,7 +59,7 @@ namespace ggemm::bench {
 // moves on by F S. The loads' XOR is stored only if it equals a constant no
 // buffer here holds, so no load can be dropped.
 inline std::string stream_ptx(int in_flight) {
-  std::string p = ".version 8.0\n.target sm_90\n.address_size 64\n";  // as the harness's other kernels
+  std::string p = kHarnessPtxHeader;
   p += ".visible .entry ggemm_bench_stream(.param .u64 p_buf, .param .u64 p_vectors, .param .u32 p_write, "
        ".param .u64 p_sink)\n{\n";
   p += "  .reg .pred %p<" + std::to_string(in_flight + 4) + ">;\n";
