@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu_buffers.h"
+#include "harness_ptx.h"
 #include "ptx_kernel.h"
 
 namespace ggemm::bench {
@@ -41,7 +42,7 @@ class L2Flusher {
     const char* mode = std::getenv("GGEMM_BENCH_L2_FLUSH");
     clean_ = !(mode && std::string(mode) == "dirty");
     if (clean_) {
-      const std::string error = sweep_.load(kReadSweepPtx, "ggemm_bench_read_sweep");
+      const std::string error = sweep_.load(kL2ReadSweepPtx, "ggemm_bench_read_sweep");
       if (!error.empty()) {
         std::fprintf(stderr, "ggemm_bench: the L2 flush's read sweep: %s\n", error.c_str());
         std::exit(1);
@@ -69,50 +70,6 @@ class L2Flusher {
   }
 
  private:
-  // Each thread reads 16 B at a time, grid-stride; the XOR of what it read
-  // is stored only if it equals a constant, so the loads cannot be dropped.
-  static constexpr char kReadSweepPtx[] =
-      ".version 8.0\n"
-      ".target sm_90\n"
-      ".address_size 64\n"
-      ".visible .entry ggemm_bench_read_sweep(.param .u64 p_base, .param .u64 p_vectors, .param .u64 p_sink)\n"
-      "{\n"
-      "  .reg .pred %p<3>;\n"
-      "  .reg .b32 %r<10>;\n"
-      "  .reg .b64 %rd<9>;\n"
-      "  ld.param.u64 %rd1, [p_base];\n"
-      "  ld.param.u64 %rd2, [p_vectors];\n"
-      "  ld.param.u64 %rd3, [p_sink];\n"
-      "  mov.u32 %r1, %ctaid.x;\n"
-      "  mov.u32 %r2, %ntid.x;\n"
-      "  mov.u32 %r3, %tid.x;\n"
-      "  mov.u32 %r4, %nctaid.x;\n"
-      "  mul.wide.u32 %rd4, %r1, %r2;\n"
-      "  cvt.u64.u32 %rd5, %r3;\n"
-      "  add.u64 %rd4, %rd4, %rd5;\n"  // this thread's first vector
-      "  mul.wide.u32 %rd6, %r4, %r2;\n"  // the grid's stride
-      "  mov.u32 %r5, 0;\n"
-      "  setp.ge.u64 %p1, %rd4, %rd2;\n"
-      "  @%p1 bra DONE;\n"
-      "LOOP:\n"
-      "  shl.b64 %rd7, %rd4, 4;\n"
-      "  add.u64 %rd8, %rd1, %rd7;\n"
-      "  ld.global.v4.u32 {%r6, %r7, %r8, %r9}, [%rd8];\n"
-      "  xor.b32 %r5, %r5, %r6;\n"
-      "  xor.b32 %r5, %r5, %r7;\n"
-      "  xor.b32 %r5, %r5, %r8;\n"
-      "  xor.b32 %r5, %r5, %r9;\n"
-      "  add.u64 %rd4, %rd4, %rd6;\n"
-      "  setp.lt.u64 %p2, %rd4, %rd2;\n"
-      "  @%p2 bra LOOP;\n"
-      "DONE:\n"
-      "  setp.ne.u32 %p1, %r5, 0x5eed1e55;\n"
-      "  @%p1 bra END;\n"
-      "  st.global.u32 [%rd3], %r5;\n"
-      "END:\n"
-      "  ret;\n"
-      "}\n";
-
   DeviceBuffer buffer_, sink_;
   PtxKernel sweep_;
   unsigned sweep_blocks_ = 0;
