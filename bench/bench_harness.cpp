@@ -24,6 +24,8 @@
 //                                       activations X [4096, 4096] bf16
 //   harness_read_32mib_16_in_flight_smem_max/graph  the same, 16 loads in
 //                                       flight a thread
+//   harness_read_256mib_smem_max/graph  the same over 256 MiB: the read
+//                                       rate past the launch's ramp
 //   harness_write_48mib_smem_max/graph  the same with 16-byte stores over
 //                                       48 MiB: the M 4096 LoRA expand's
 //                                       outputs [4096, 6144] bf16
@@ -81,6 +83,7 @@ constexpr Row kRows[] = {
     {"harness_load_chain_3_smem_max/graph", Kind::kLoadChain, true, false, 3},
     {"harness_read_32mib_smem_max/graph", Kind::kStream4, true, false, 0, uint64_t(32) << 20, false},
     {"harness_read_32mib_16_in_flight_smem_max/graph", Kind::kStream16, true, false, 0, uint64_t(32) << 20, false},
+    {"harness_read_256mib_smem_max/graph", Kind::kStream4, true, false, 0, uint64_t(256) << 20, false},
     {"harness_write_48mib_smem_max/graph", Kind::kStream4, true, false, 0, uint64_t(48) << 20, true},
     {"harness_memcpy_32mib/graph", Kind::kMemcpy, false, false, 0, uint64_t(32) << 20, false},
 };
@@ -89,10 +92,10 @@ constexpr int kNumRows = static_cast<int>(sizeof kRows / sizeof kRows[0]);
 // The chain's links sit 64 KiB apart (separate lines and DRAM pages); the
 // last points back at the first.
 constexpr size_t kChainStride = 64 << 10, kChainLinks = 4;
-// The streaming rows' buffer (the memcpy row's source and destination) and
-// grid: 4 CTAs of kThreads an SM (4 vectors in flight a thread: ~13 MB over
-// the GPU).
-constexpr size_t kStreamBytes = size_t(64) << 20;
+// The streaming rows' buffer (the largest row's bytes; the memcpy row's
+// source and destination) and grid: 4 CTAs of kThreads an SM (4 vectors in
+// flight a thread: ~13 MB over the GPU).
+constexpr size_t kStreamBytes = size_t(256) << 20;
 constexpr unsigned kStreamCtasPerSm = 4;
 
 struct Harness {
