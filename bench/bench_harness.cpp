@@ -64,7 +64,7 @@ constexpr unsigned kParamBytes = 896;  // sizeof(GroupedGemmParams)
 // thread; kMemcpy: a captured cudaMemcpyAsync device to device (no kernel
 // of ours: the driver's copy).
 enum class Kind { kNull, kParams, kLoadChain, kStream4, kStream16, kMemcpy };
-constexpr int kKernels = 5;  // the kinds with a PTX kernel
+constexpr int kKernels = int(Kind::kMemcpy);  // the kinds before kMemcpy have a PTX kernel
 
 struct Row {
   const char* name;

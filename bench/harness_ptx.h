@@ -1,7 +1,7 @@
-// The PTX of the benchmark harness's kernels (bench_harness.cpp, and the L2
-// flush's read sweep in timing.h), as text the driver JIT-compiles at run
-// time: the empty kernels, the load chain, the sweep and the streaming
-// kernel. Its own header, with no CUDA in it, so a CPU test
+// The PTX of the benchmark harness's kernels (bench_harness.cpp; the
+// streaming kernel also makes the L2 flush's read sweep in timing.h), as
+// text the driver JIT-compiles at run time: the empty kernels, the load
+// chain and the streaming kernel. Its own header, with no CUDA in it, so a CPU test
 // (tests/check_harness_ptx.sh, through tests/print_harness_ptx.cpp) can
 // assemble every one with ptxas: a slip in this text would otherwise show
 // only on a GPU, as a load error at run time.
@@ -53,51 +53,6 @@ inline constexpr char kLoadChainPtx[] = GGEMM_HARNESS_PTX_HEADER
     "  ret;\n"
     "}\n";
 #undef GGEMM_HARNESS_PTX_HEADER
-
-// The L2 flush's read sweep (timing.h's L2Flusher): each thread reads 16 B
-// at a time, grid-stride; the XOR of what it read is stored only if it
-// equals a constant, so the loads cannot be dropped.
-inline constexpr char kL2ReadSweepPtx[] =
-    ".version 8.0\n"
-    ".target sm_90\n"
-    ".address_size 64\n"
-    ".visible .entry ggemm_bench_read_sweep(.param .u64 p_base, .param .u64 p_vectors, .param .u64 p_sink)\n"
-    "{\n"
-    "  .reg .pred %p<3>;\n"
-    "  .reg .b32 %r<10>;\n"
-    "  .reg .b64 %rd<9>;\n"
-    "  ld.param.u64 %rd1, [p_base];\n"
-    "  ld.param.u64 %rd2, [p_vectors];\n"
-    "  ld.param.u64 %rd3, [p_sink];\n"
-    "  mov.u32 %r1, %ctaid.x;\n"
-    "  mov.u32 %r2, %ntid.x;\n"
-    "  mov.u32 %r3, %tid.x;\n"
-    "  mov.u32 %r4, %nctaid.x;\n"
-    "  mul.wide.u32 %rd4, %r1, %r2;\n"
-    "  cvt.u64.u32 %rd5, %r3;\n"
-    "  add.u64 %rd4, %rd4, %rd5;\n"  // this thread's first vector
-    "  mul.wide.u32 %rd6, %r4, %r2;\n"  // the grid's stride
-    "  mov.u32 %r5, 0;\n"
-    "  setp.ge.u64 %p1, %rd4, %rd2;\n"
-    "  @%p1 bra DONE;\n"
-    "LOOP:\n"
-    "  shl.b64 %rd7, %rd4, 4;\n"
-    "  add.u64 %rd8, %rd1, %rd7;\n"
-    "  ld.global.v4.u32 {%r6, %r7, %r8, %r9}, [%rd8];\n"
-    "  xor.b32 %r5, %r5, %r6;\n"
-    "  xor.b32 %r5, %r5, %r7;\n"
-    "  xor.b32 %r5, %r5, %r8;\n"
-    "  xor.b32 %r5, %r5, %r9;\n"
-    "  add.u64 %rd4, %rd4, %rd6;\n"
-    "  setp.lt.u64 %p2, %rd4, %rd2;\n"
-    "  @%p2 bra LOOP;\n"
-    "DONE:\n"
-    "  setp.ne.u32 %p1, %r5, 0x5eed1e55;\n"
-    "  @%p1 bra END;\n"
-    "  st.global.u32 [%rd3], %r5;\n"
-    "END:\n"
-    "  ret;\n"
-    "}\n";
 
 // Streams p_vectors 16-byte vectors of p_buf (reading, or with p_write
 // storing zeros): thread i takes vectors i, i + S, ..., i + (F - 1) S (S the

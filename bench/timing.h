@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -42,7 +43,9 @@ class L2Flusher {
     const char* mode = std::getenv("GGEMM_BENCH_L2_FLUSH");
     clean_ = !(mode && std::string(mode) == "dirty");
     if (clean_) {
-      const std::string error = sweep_.load(kL2ReadSweepPtx, "ggemm_bench_read_sweep");
+      // The harness's streaming kernel, reading, one 16-byte load at a time a
+      // thread (grid-stride, as the sweep always read).
+      const std::string error = sweep_.load(stream_ptx(1).c_str(), "ggemm_bench_stream");
       if (!error.empty()) {
         std::fprintf(stderr, "ggemm_bench: the L2 flush's read sweep: %s\n", error.c_str());
         std::exit(1);
@@ -55,8 +58,9 @@ class L2Flusher {
     if (!clean_) return;
     void* base = buffer_.get();
     unsigned long long vectors = buffer_.bytes() / 16;
+    uint32_t write = 0;  // loads
     void* sink = sink_.get();
-    void* args[] = {&base, &vectors, &sink};
+    void* args[] = {&base, &vectors, &write, &sink};
     const CUresult r = sweep_.launch(sweep_blocks_, 1024, 0, stream, args);
     if (r != CUDA_SUCCESS) {
       std::fprintf(stderr, "ggemm_bench: launching the L2 flush's read sweep returned CUresult %d\n", int(r));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every PTX kernel of the benchmark harness (bench/harness_ptx.h: the
-# harness rows' and the L2 flush's read sweep) assembles
-# with ptxas for sm_90, and the streaming kernels hold as many 16-byte global
+# Every PTX kernel of the benchmark harness (bench/harness_ptx.h; the
+# streaming kernel with 1 load in flight is the L2 flush's read sweep)
+# assembles with ptxas for sm_90, and the streaming kernels hold as many 16-byte global
 # loads and stores as they say they keep in flight (cuobjdump, when found).
 # On a GPU the driver JIT-compiles the same text; a slip would otherwise show
 # only there. Skips (77) without ptxas.
@@ -13,7 +13,7 @@ printer=$1 ptxas=$2 cuobjdump=${3:-}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 status=0
-for kernel in null params load_chain l2_read_sweep stream4 stream16; do
+for kernel in null params load_chain stream1 stream4 stream16; do
   "$printer" "$kernel" > "$dir/$kernel.ptx" || { echo "FAIL: $kernel: the printer failed"; status=1; continue; }
   if ! "$ptxas" -arch=sm_90 -o "$dir/$kernel.cubin" "$dir/$kernel.ptx" 2> "$dir/$kernel.err"; then
     echo "FAIL: $kernel does not assemble:"; cat "$dir/$kernel.err"; status=1; continue
