@@ -41,3 +41,16 @@ inline bool bench_accumulate_override() {
   }();
   return accumulate;
 }
+
+// GGEMM_BENCH_ONE_EXPERT=1: the MoE rows' ggemm calls route every group to
+// expert 0 (same rows, tiles and FLOPs; the weights come from DRAM once and
+// from L2 after), for experiments that separate the weight traffic's cost
+// from the tiles' arithmetic (NOTES v0.21: the Zipf row). cuBLAS rows keep
+// the real routing; compare ggemm with ggemm only.
+inline bool bench_one_expert_override() {
+  static const bool one = [] {
+    const char* v = std::getenv("GGEMM_BENCH_ONE_EXPERT");
+    return v && std::string(v) == "1";
+  }();
+  return one;
+}

@@ -71,9 +71,11 @@ struct Session {
   std::unique_ptr<MoeProblem> problem;
   std::unique_ptr<CublasGrouped> grouped;
   std::unique_ptr<CublasLoopGraph> loop;
+  DeviceBuffer zero_ids;  // GGEMM_BENCH_ONE_EXPERT: every group on expert 0
 
   MoeProblem& use_shape(int index) {
     if (index != shape_index) {
+      zero_ids = DeviceBuffer();
       loop.reset();
       grouped.reset();
       problem.reset();
@@ -123,6 +125,13 @@ void bench_shape(benchmark::State& state, int shape_index, Impl impl) {
   // into whatever the buffer holds.
   const bool accumulate = impl == Impl::kGgemm && bench_accumulate_override();
   if (accumulate) args.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+  if (impl == Impl::kGgemm && bench_one_expert_override()) {
+    if (!s.zero_ids.get()) {
+      const std::vector<int32_t> zeros(size_t(args.num_groups), 0);
+      s.zero_ids = upload(zeros.data(), zeros.size() * sizeof(int32_t));
+    }
+    args.expert_ids = static_cast<const int32_t*>(s.zero_ids.get());
+  }
   const double bytes = p.bytes() + (accumulate ? 2.0 * double(p.shape.rows) * double(p.shape.n) : 0.0);
 
   // Warm-up: module loading, cuBLAS heuristics, graph upload; a call that is

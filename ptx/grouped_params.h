@@ -25,10 +25,34 @@ struct OutputView {
   uint32_t col_offset;  // the segment's first column
 };
 
+// The narrow MMA widths below tile_m that have a token box of their own:
+// 16, 32, 64 and 128 rows (GroupedGemmParams::tmap_tokens_narrow).
+constexpr uint32_t kNarrowTokenMaps = 4;
+
+// The narrowest MMA width (tile_m, tile_m / 2, ..., 16) that covers `rows`:
+// the wgmma N the sm_90a consumers run a tile with (a group's last, partial
+// row block costs only the width it needs), and the rows of its token box.
+GGEMM_HOST_DEVICE constexpr uint32_t narrow_mma_width(uint32_t rows, uint32_t tile_m) {
+  uint32_t n = tile_m;
+  while (n > 16 && rows <= n / 2) n /= 2;
+  return n;
+}
+
+// The tmap_tokens_narrow entry of a width below tile_m (16 << index).
+GGEMM_HOST_DEVICE constexpr uint32_t narrow_token_map_index(uint32_t width) {
+  return width <= 16 ? 0u : width <= 32 ? 1u : width <= 64 ? 2u : 3u;
+}
+
 struct GroupedGemmParams {
   CUtensorMap tmap_tokens;   // activations [planes * M, K], box {tile_k, tile_m}
   CUtensorMap tmap_weights;  // weights, 3-D: {K, N, E} (K-major) or {N, K, E}
   CUtensorMap tmap_out[3];   // per segment: [rows, width], box {128 bytes, staged tokens}
+  // sm_90a, one K slice a stage, no cluster (narrow_token_boxes = 1): the
+  // activations again with boxes of 16 << i rows, for the tiles whose MMA
+  // is narrower than tile_m (a group's last row block; narrow_mma_width):
+  // such a tile loads only the token rows its MMA reads. Entries for widths
+  // of tile_m or more stay zero.
+  CUtensorMap tmap_tokens_narrow[kNarrowTokenMaps];
   OutputView out[3];         // per segment, for the masked edge stores
   // The operands' own pointers: activations [planes * M, K] and weights, for
   // the kernels that load without tensor maps (ptx/sm90/short_k_gemm.cuh).
@@ -63,6 +87,7 @@ struct GroupedGemmParams {
   // the slice dimension 128 bytes apart (NOTES v0.8: the shrink's time
   // follows the number of boxes).
   uint32_t k_slices;
+  uint32_t narrow_token_boxes;  // 1: tmap_tokens_narrow is encoded (sm_90a, k_slices 1, no cluster)
   // sm_90a: the consumer warpgroups that multiply, 2, or 1 when N <= 64
   // (K-major weights, no cluster): the second one's 64 weight rows would all
   // lie past N, so it takes no tiles, and the stage's weight slot ends 64

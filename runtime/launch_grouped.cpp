@@ -101,6 +101,18 @@ int short_k_request() {
   return request;
 }
 
+// GGEMM_SM90_NARROW_TOKEN_BOXES=0 keeps every sm_90a tile on the whole
+// tile's token box (experiments: A/B of GroupedGemmParams::
+// narrow_token_boxes on one binary); unset or anything else = on. Read
+// once per process.
+bool narrow_token_boxes_allowed() {
+  static const bool allowed = [] {
+    const char *v = std::getenv("GGEMM_SM90_NARROW_TOKEN_BOXES");
+    return !(v && v[0] == '0' && v[1] == 0);
+  }();
+  return allowed;
+}
+
 // `splits`: 1, or kShortKSplit (the split kernel: a cluster of that many
 // CTAs a tile).
 void plan_sm90_short_k(const DeviceProps &props, const GroupedLaunch &a, uint32_t tile_m, uint32_t splits,
@@ -178,6 +190,17 @@ ggemm_status encode_tensor_maps(const Driver &drv, const GroupedLaunch &a, const
                                  {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, k.tile_m / k.cluster_size, 0},
                                  tma_swizzle_for_bytes(k.swizzle_bytes)},
                                 &p->tmap_tokens));
+    // sm_90a without a cluster: the same activations in boxes of each MMA
+    // width below tile_m (GroupedGemmParams::tmap_tokens_narrow).
+    if (std::strcmp(k.arch, "sm_90a") == 0 && k.cluster_size == 1 && narrow_token_boxes_allowed()) {
+      for (uint32_t i = 0; i < kNarrowTokenMaps && (16u << i) < k.tile_m; ++i)
+        GGEMM_TRY(encode_tensor_map(drv,
+                                    {"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 2,
+                                     {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, 16u << i, 0},
+                                     tma_swizzle_for_bytes(k.swizzle_bytes)},
+                                    &p->tmap_tokens_narrow[i]));
+      p->narrow_token_boxes = 1;
+    }
     if (a.transpose_b) {
       GGEMM_TRY(encode_tensor_map(drv,
                                   {"weights", a.b, tma_dtype(a.in_dtype), in_bytes, 3,

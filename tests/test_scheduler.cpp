@@ -16,6 +16,7 @@
 #include "ggemm.h"
 #include "ptx/routing_check.h"
 #include "ptx/cluster_tiles.h"
+#include "ptx/grouped_params.h"
 #include "ptx/tile_scheduler.h"
 
 namespace ggemm {
@@ -491,6 +492,23 @@ TEST(GroupedTileScheduler, BandOrderKeepsSideBySideTilesCompact) {
     EXPECT_EQ(tile.col0, cb * 128);
   }
   EXPECT_FALSE(tail.next(uint64_t(73) * 12, &tile));
+}
+
+// The token box a tile's stages load (narrow_mma_width): the narrowest of
+// tile_m, tile_m / 2, ..., 16 that holds the rows, as the consumers'
+// run_mainloop picks its wgmma N; each width below tile_m has its map.
+TEST(NarrowTokenBoxes, WidthIsTheNarrowestPowerOfTwoHoldingTheRows) {
+  for (uint32_t tile_m : {16u, 32u, 64u, 128u, 256u})
+    for (uint32_t rows = 1; rows <= tile_m; ++rows) {
+      const uint32_t w = narrow_mma_width(rows, tile_m);
+      EXPECT_TRUE(w >= 16 && w <= tile_m && (w & (w - 1)) == 0) << rows << " of " << tile_m << ": " << w;
+      EXPECT_GE(w, rows);
+      EXPECT_TRUE(w == 16 || rows > w / 2) << rows << " of " << tile_m << ": " << w << " is not the narrowest";
+      if (w < tile_m) {
+        ASSERT_LT(narrow_token_map_index(w), kNarrowTokenMaps);
+        EXPECT_EQ(16u << narrow_token_map_index(w), w);
+      }
+    }
 }
 
 // Checked mode's per-group rule (ptx/routing_check.h), the code the kernel's

@@ -179,6 +179,11 @@ struct GroupedGemmSm90 {
       ptx::prefetch_routing(p, threadIdx.x % 32);
       if (threadIdx.x == 32) {
         ptx::prefetch_tensormap(&p.tmap_tokens);
+        if (narrow_token_boxes(p)) {
+#pragma unroll
+          for (uint32_t i = 0; i < kNarrowTokenMaps; ++i)
+            if ((16u << i) < uint32_t(TileM)) ptx::prefetch_tensormap(&p.tmap_tokens_narrow[i]);
+        }
         ptx::prefetch_tensormap(&p.tmap_weights);
         for (int v = 0; v < 3; ++v) ptx::prefetch_tensormap(&p.tmap_out[v]);
       }
@@ -300,12 +305,25 @@ struct GroupedGemmSm90 {
       // This CTA's token rows: all of them, or its half of the pair's.
       const int32_t token_row =
           int32_t(tile.row0 + r * kTokensPerCta + (p.a_planes ? tile.segment * p.m : 0));
+      // A tile narrower than TileM loads only the token rows its MMA reads
+      // (narrow_token_boxes): under load the stages come at the pace of
+      // their bytes, not of the MMA (NOTES v0.21: the Zipf row's narrow
+      // tiles took as long as full ones).
+      const CUtensorMap *tokens = &p.tmap_tokens;
+      uint32_t tile_stage_bytes = stage_bytes;
+      if (narrow_token_boxes(p)) {
+        const uint32_t width = narrow_mma_width(tile.rows, TileM);
+        if (width < uint32_t(TileM)) {
+          tokens = &p.tmap_tokens_narrow[narrow_token_map_index(width)];
+          tile_stage_bytes = weights_bytes + width * p.swizzle_bytes;
+        }
+      }
       for (uint32_t ki = 0; ki < k_iters; ++ki) {
         // A fresh barrier's "previous phase" (parity 1) counts as complete.
         ptx::mbarrier_wait_parity(&empty[pipe.stage], pipe.phase ^ 1);
-        ptx::mbarrier_arrive_expect_tx(&full[pipe.stage], stage_bytes);
+        ptx::mbarrier_arrive_expect_tx(&full[pipe.stage], tile_stage_bytes);
         load_stage(p, smem + layout.weights_offset(pipe.stage), smem + layout.tokens_offset(pipe.stage),
-                   &full[pipe.stage], ki, tile, token_row, r);
+                   &full[pipe.stage], ki, tile, tokens, token_row, r);
         trace.record(kTraceIssue, trace.next_stage());
         pipe.advance(p.stages);
       }
@@ -341,9 +359,17 @@ struct GroupedGemmSm90 {
   // The TMA loads of stage ki of a tile into weights w and tokens x, both
   // completing on `bar`: one slice of K (tile_k), or with the K-sliced views
   // k_slices slices in one box per operand (past K: zero-filled, their bytes
-  // still counted).
+  // still counted). `tokens`: the tile's token map (one slice a stage, no
+  // cluster: tmap_tokens or a narrow one).
+  // Narrow token boxes: one slice of K a stage, no cluster (the runtime
+  // encodes them only then).
+  GGEMM_DEVICE static bool narrow_token_boxes(const GroupedGemmParams &p) {
+    return ClusterM == 1 && k_slices(p) == 1 && p.narrow_token_boxes != 0;
+  }
+
   GGEMM_DEVICE static void load_stage(const GroupedGemmParams &p, uint8_t *w, uint8_t *x, uint64_t *bar, uint32_t ki,
-                                      const GroupedTile &tile, int32_t token_row, uint32_t r) {
+                                      const GroupedTile &tile, const CUtensorMap *tokens, int32_t token_row,
+                                      uint32_t r) {
     const uint32_t tile_k = p.swizzle_bytes / 2;
     if (k_slices(p) > 1) {
       const int32_t slice0 = int32_t(ki * k_slices(p));
@@ -364,7 +390,7 @@ struct GroupedGemmSm90 {
       ptx::tma_load_2d_multicast(x + r * kTokensPerCta * p.swizzle_bytes, &p.tmap_tokens, bar, k0, token_row,
                                  uint16_t((1u << ClusterM) - 1));
     } else {
-      ptx::tma_load_2d(x, &p.tmap_tokens, bar, k0, token_row);
+      ptx::tma_load_2d(x, tokens, bar, k0, token_row);
     }
   }
 
@@ -431,8 +457,9 @@ struct GroupedGemmSm90 {
   }
 
   // Runs the mainloop with the narrowest wgmma N (TileM, TileM / 2, ..., 16)
-  // that covers the tile's rows: a group's last, partial row block costs
-  // only the MMA width it needs. The m64nNk16 fragment is a prefix of the
+  // that covers the tile's rows (narrow_mma_width, which the producer sizes
+  // the token boxes by): a group's last, partial row block costs only the
+  // MMA width it needs. The m64nNk16 fragment is a prefix of the
   // m64n(2N)k16 fragment, so the narrower MMA accumulates into acc's prefix.
   template <uint32_t Swizzle, uint32_t Slices, int N>
   GGEMM_DEVICE static void run_mainloop(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
