@@ -48,9 +48,12 @@ foreach(dir ${GGEMM_KERNEL_DIRS})
     set(out ${CMAKE_CURRENT_BINARY_DIR}/kernels/${dir}_${name}.fatbin)
     add_custom_command(OUTPUT ${out}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/kernels
-      COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -std=c++17 -O3 -fatbin ${GGEMM_KERNEL_${dir}_GENCODE}
+      # ptxas reports serialised wgmmas as info only: the wrapper fails on them.
+      COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cmake/nvcc_no_wgmma_serialization.sh
+              ${CUDAToolkit_NVCC_EXECUTABLE} -std=c++17 -O3 -fatbin ${GGEMM_KERNEL_${dir}_GENCODE}
               ${GGEMM_KERNEL_FLAGS} -o ${out} ${src}
       DEPENDS ${src} ${GGEMM_PTX_COMMON_HEADERS} ${arch_headers}
+              ${CMAKE_CURRENT_SOURCE_DIR}/cmake/nvcc_no_wgmma_serialization.sh
       COMMENT "nvcc: ${dir}/${name}.cu -> fatbin (sm_${GGEMM_KERNEL_${dir}_ARCH}a)"
       VERBATIM)
     list(APPEND GGEMM_FATBINS ${out})
