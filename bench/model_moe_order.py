@@ -20,6 +20,13 @@ It reproduces the measured rows to within the model's crudeness (printed
 beside them) and predicts what an order interleaving compute-heavy and
 weight-streaming groups would gain. A model, not a measurement: the kernel
 has to show it.
+
+Measured since (NOTES v0.21), and not in this model: a tile's time barely
+follows its MMA width (traced at tile_m 128: 10.8 / 12.2 / 12.9 / 14.5 us
+for 16 / 32 / 64 / 128 token rows: the stages' pace sets it), and the
+Zipf row's weight traffic is not its limit (every group on one expert, the
+weights in L2: 415-416 us against 420). Its predictions for that row (order,
+balance: a dynamic walk in its best order measured level) did not hold.
 """
 import heapq
 import math
