@@ -13,7 +13,8 @@
 //                `stages` buffers (full/empty mbarrier pairs). With K-sliced
 //                views a stage holds 2 or 4 slices of K, one box per operand
 //                (GroupedGemmParams::k_slices: narrow stages are slow per
-//                stage, not per byte).
+//                stage, not per byte). A tile narrower than tile_m loads
+//                only the token rows its MMA reads (tmap_tokens_narrow).
 //   warpgroups 1, 2  consumers: wgmma from shared-memory descriptors into
 //                fp32 registers, then the epilogue for their 64 features:
 //                stmatrix.trans into a 128B-swizzled staging tile, then a TMA
