@@ -185,20 +185,20 @@ ggemm_status encode_tensor_maps(const Driver &drv, const GroupedLaunch &a, const
   if (k.k_slices > 1) {
     GGEMM_TRY(encode_sliced_operands(drv, a, k, p));
   } else {
-    GGEMM_TRY(encode_tensor_map(drv,
-                                {"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 2,
-                                 {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, k.tile_m / k.cluster_size, 0},
-                                 tma_swizzle_for_bytes(k.swizzle_bytes)},
-                                &p->tmap_tokens));
+    // The activations in boxes of `box_rows` token rows.
+    auto encode_tokens = [&](uint32_t box_rows, CUtensorMap *out) {
+      return encode_tensor_map(drv,
+                               {"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 2,
+                                {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, box_rows, 0},
+                                tma_swizzle_for_bytes(k.swizzle_bytes)},
+                               out);
+    };
+    GGEMM_TRY(encode_tokens(k.tile_m / k.cluster_size, &p->tmap_tokens));
     // sm_90a without a cluster: the same activations in boxes of each MMA
     // width below tile_m (GroupedGemmParams::tmap_tokens_narrow).
     if (std::strcmp(k.arch, "sm_90a") == 0 && k.cluster_size == 1 && narrow_token_boxes_allowed()) {
       for (uint32_t i = 0; i < kNarrowTokenMaps && (16u << i) < k.tile_m; ++i)
-        GGEMM_TRY(encode_tensor_map(drv,
-                                    {"activations", a.a, tma_dtype(a.in_dtype), in_bytes, 2,
-                                     {uint64_t(a.k), uint64_t(a.a_rows), 0}, {tile_k, 16u << i, 0},
-                                     tma_swizzle_for_bytes(k.swizzle_bytes)},
-                                    &p->tmap_tokens_narrow[i]));
+        GGEMM_TRY(encode_tokens(16u << i, &p->tmap_tokens_narrow[i]));
       p->narrow_token_boxes = 1;
     }
     if (a.transpose_b) {

@@ -1,7 +1,8 @@
 // The kernel build's wgmma-serialisation guard (cmake/nvcc_no_wgmma_serialization.sh)
 // must fail on a kernel whose wgmmas ptxas serialises, and pass the same
 // kernel without the cause. With GGEMM_SERIALISE a plain instruction writes
-// an accumulator register between two wgmmas of a chain (ptxas: C7515).
+// an accumulator register between two wgmmas of a chain (CUDA 13's ptxas
+// reports it as C7511, the wgmma pipeline's registers).
 #include <cstdint>
 
 #include "ptx/sm90/wgmma.h"

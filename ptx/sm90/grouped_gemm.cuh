@@ -357,17 +357,17 @@ struct GroupedGemmSm90 {
     }
   }
 
-  // The TMA loads of stage ki of a tile into weights w and tokens x, both
-  // completing on `bar`: one slice of K (tile_k), or with the K-sliced views
-  // k_slices slices in one box per operand (past K: zero-filled, their bytes
-  // still counted). `tokens`: the tile's token map (one slice a stage, no
-  // cluster: tmap_tokens or a narrow one).
   // Narrow token boxes: one slice of K a stage, no cluster (the runtime
   // encodes them only then).
   GGEMM_DEVICE static bool narrow_token_boxes(const GroupedGemmParams &p) {
     return ClusterM == 1 && k_slices(p) == 1 && p.narrow_token_boxes != 0;
   }
 
+  // The TMA loads of stage ki of a tile into weights w and tokens x, both
+  // completing on `bar`: one slice of K (tile_k), or with the K-sliced views
+  // k_slices slices in one box per operand (past K: zero-filled, their bytes
+  // still counted). `tokens`: the tile's token map (one slice a stage, no
+  // cluster: tmap_tokens or a narrow one).
   GGEMM_DEVICE static void load_stage(const GroupedGemmParams &p, uint8_t *w, uint8_t *x, uint64_t *bar, uint32_t ki,
                                       const GroupedTile &tile, const CUtensorMap *tokens, int32_t token_row,
                                       uint32_t r) {
