@@ -1,4 +1,4 @@
-// What the microbenchmarks under bench/ (tma_, mma_, shrink_probe.cu) share:
+// What the microbenchmarks under bench/ (tma_, tma_store_, mma_, shrink_probe.cu) share:
 // a checked CUDA call, the sm_90 device check that skips elsewhere (exit 77,
 // as ctest's SKIP_RETURN_CODE expects), the driver's tensor-map encoder
 // through the runtime's entry-point query (so the binary starts, and skips,

@@ -6,12 +6,15 @@
 #   shrink  the LoRA shrinks' stages (R 16 and R 64), cold and warm, and
 #        whether sharing a box by multicast in clusters streams them faster
 #        (bench/shrink_probe.cu, NOTES v0.11-v0.13; ~30 s)
+#   tma_store  how fast TMA stores write the LoRA expand's outputs, by box
+#        rows and boxes in flight, beside plain 16-byte stores
+#        (bench/tma_store_probe.cu, NOTES v0.22; ~10 s)
 # The table goes to stdout and $OUT/<name>_probe.txt.
 #
-#   scripts/h200_probe.sh tma|mma|shrink
+#   scripts/h200_probe.sh tma|mma|shrink|tma_store
 set -uo pipefail
 cd "$(dirname "$0")/.."
-name=${1:?usage: scripts/h200_probe.sh tma|mma|shrink}
+name=${1:?usage: scripts/h200_probe.sh tma|mma|shrink|tma_store}
 src=bench/${name}_probe.cu
 [ -f "$src" ] || { echo "no $src"; exit 2; }
 out=${OUT:-$PWD/h200_out}
