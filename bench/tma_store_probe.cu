@@ -15,7 +15,11 @@
 // thread per half, each keeping at most B bulk groups in flight
 // (cp.async.bulk.wait_group.read B - 1 before reusing a buffer). The
 // shared memory is never written: what is stored is whatever it holds,
-// which costs the TMA the same. Beside them, the same bytes written by
+// which costs the TMA the same. Then both halves as one box of 256-byte
+// rows from one thread (2-D without swizzle, or a 3-D view that keeps the
+// 128B swizzle: {64, 2 halves, R}, the halves of a row side by side in
+// shared memory, or {64, R, 2 halves}, each half the [R][128 B] block a
+// warpgroup stages today). Beside them, the same bytes written by
 // plain 16-byte stores (the harness's write row: 4 CTAs of 384 threads an
 // SM; and one CTA of 256 threads an SM, the persistent kernel's shape).
 //
@@ -51,6 +55,9 @@ constexpr size_t kBytes = size_t(kRows) * kCols * 2;
 struct Args {
   int box_rows;  // R
   int buffers;   // B: boxes (bulk groups) in flight per issuing thread, 1..4
+  int wide;      // 1: one box of both halves (128 columns, 256 B a row) by thread 0
+  int dims;      // the wide box's tensor map: 2 ({128, R}, no swizzle), 3 ({64, 2, R}, 128B swizzle)
+                 // or 4 (3-D {64, R, 2}: the halves outermost, each a [R][128 B] block)
 };
 
 // The kernel's tile order (ptx/tile_scheduler.h, one band per group here).
@@ -71,10 +78,10 @@ __global__ void __launch_bounds__(64, 1) tma_store_kernel(const __grid_constant_
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   // Thread 0 stores the first 64-column half of each tile, thread 32 the
   // second (two warps, as the two consumer warpgroups' issuing threads).
-  if (threadIdx.x % 32 != 0) return;
+  if (threadIdx.x % 32 != 0 || (a.wide && threadIdx.x != 0)) return;
   const int half = threadIdx.x / 32;
   if (half == 0) ggemm::ptx::prefetch_tensormap(&map);
-  const uint32_t box_bytes = uint32_t(a.box_rows) * 128;
+  const uint32_t box_bytes = uint32_t(a.box_rows) * 128 * (a.wide ? 2 : 1);
   uint8_t *buffers = smem + half * a.buffers * box_bytes;
   ggemm::ptx::fence_proxy_async_shared_cta();
   int n = 0;
@@ -89,7 +96,21 @@ __global__ void __launch_bounds__(64, 1) tma_store_kernel(const __grid_constant_
         case 3: wait_read<2>(); break;
         default: wait_read<3>(); break;
       }
-      ggemm::ptx::tma_store_2d(&map, buffers + (n % a.buffers) * box_bytes, col0 + half * kHalfCols, row0 + r);
+      const uint8_t *src = buffers + (n % a.buffers) * box_bytes;
+      if (!a.wide)
+        ggemm::ptx::tma_store_2d(&map, src, col0 + half * kHalfCols, row0 + r);
+      else if (a.dims == 2)
+        ggemm::ptx::tma_store_2d(&map, src, col0, row0 + r);
+      else if (a.dims == 3)
+        asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                         reinterpret_cast<uint64_t>(&map)),
+                     "r"(ggemm::ptx::smem_addr(src)), "r"(0), "r"(col0 / kHalfCols), "r"(row0 + r)
+                     : "memory");
+      else
+        asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                         reinterpret_cast<uint64_t>(&map)),
+                     "r"(ggemm::ptx::smem_addr(src)), "r"(0), "r"(row0 + r), "r"(col0 / kHalfCols)
+                     : "memory");
       ggemm::ptx::tma_store_commit_group();
     }
   }
@@ -130,7 +151,7 @@ double median_us(Launch launch) {
 
 void report(const char *what, double us, double empty_us) {
   const double in_kernel = us - empty_us;
-  std::printf("%-44s | %7.2f  %7.2f  %7.0f\n", what, us, in_kernel, double(kBytes) / (in_kernel * 1e3));
+  std::printf("%-60s | %7.2f  %7.2f  %7.0f\n", what, us, in_kernel, double(kBytes) / (in_kernel * 1e3));
 }
 
 }  // namespace
@@ -143,10 +164,10 @@ int main() {
   const int sms = prop.multiProcessorCount;
   std::printf("tma_store_probe on %s (%d SMs): %zu MiB of bf16 [%d, %d]; median of 30 launches\n", prop.name, sms,
               kBytes >> 20, kRows, kCols);
-  std::printf("%-44s | %7s  %7s  %7s\n", "writer", "us", "less empty", "GB/s");
+  std::printf("%-60s | %7s  %7s  %7s\n", "writer", "us", "less empty", "GB/s");
 
   const double empty_us = median_us([] { empty_kernel<<<1, 32>>>(); });
-  std::printf("%-44s | %7.2f\n", "empty kernel", empty_us);
+  std::printf("%-60s | %7.2f\n", "empty kernel", empty_us);
 
   const size_t vectors = kBytes / 16;
   char label[96];
@@ -172,16 +193,58 @@ int main() {
       std::printf("  (tensor map R %d refused: CUresult %d)\n", box_rows, int(r));
       continue;
     }
-    for (int buffers : {1, 2, 3, 4}) {
+    for (int buffers : {1, 2, 4}) {
       const int smem = 2 * buffers * box_rows * 128 + 1024;
       if (smem > int(prop.sharedMemPerBlockOptin)) continue;
       PROBE_CHECK_CUDA(cudaFuncSetAttribute(tma_store_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      const Args a{box_rows, buffers};
+      const Args a{box_rows, buffers, 0, 2};
       const double us = median_us([&] { tma_store_kernel<<<sms, 64, smem>>>(map, a); });
       std::snprintf(label, sizeof label, "TMA boxes of %3d rows x 128 B, %d in flight x 2", box_rows, buffers);
       report(label, us, empty_us);
     }
   }
+  // Both halves in one box, 256 B a row, from one thread: a 2-D box of 128
+  // columns without swizzle (TMA's 128B swizzle stops at 128-byte rows), or
+  // a 3-D view {64 columns, 2 halves, rows} whose box {64, 2, R} keeps the
+  // 128B swizzle (its shared-memory rows: half-rows interleaved).
+  for (int dims : {2, 3, 4})
+    for (int box_rows : {64, 128}) {
+      CUtensorMap map;
+      CUresult r;
+      const cuuint32_t elem[3] = {1, 1, 1};
+      if (dims == 2) {
+        const cuuint64_t d[2] = {kCols, kRows};
+        const cuuint64_t st[1] = {kCols * 2};
+        const cuuint32_t box[2] = {2 * kHalfCols, cuuint32_t(box_rows)};
+        r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, out, d, st, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      } else if (dims == 4) {
+        const cuuint64_t d[3] = {kHalfCols, kRows, kCols / kHalfCols};
+        const cuuint64_t st[2] = {kCols * 2, kHalfCols * 2};
+        const cuuint32_t box[3] = {kHalfCols, cuuint32_t(box_rows), 2};
+        r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, out, d, st, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      } else {
+        const cuuint64_t d[3] = {kHalfCols, kCols / kHalfCols, kRows};
+        const cuuint64_t st[2] = {kHalfCols * 2, kCols * 2};
+        const cuuint32_t box[3] = {kHalfCols, 2, cuuint32_t(box_rows)};
+        r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, out, d, st, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      }
+      if (r != CUDA_SUCCESS) {
+        std::printf("  (wide tensor map, %d-D, R %d refused: CUresult %d)\n", dims, box_rows, int(r));
+        continue;
+      }
+      for (int buffers : {2, 4}) {
+        const int smem = 2 * buffers * box_rows * 128 + 1024;
+        PROBE_CHECK_CUDA(cudaFuncSetAttribute(tma_store_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        const Args a{box_rows, buffers, 1, dims};
+        const double us = median_us([&] { tma_store_kernel<<<sms, 64, smem>>>(map, a); });
+        std::snprintf(label, sizeof label, "TMA %s boxes of %3d rows x 256 B, %d in flight",
+                      dims == 2 ? "2-D" : dims == 3 ? "3-D" : "3-D halves-outer", box_rows, buffers);
+        report(label, us, empty_us);
+      }
+    }
   PROBE_CHECK_CUDA(cudaFree(out));
   return 0;
 }
