@@ -608,11 +608,14 @@ struct GroupedGemmSm90 {
       // unrolled steps: a runtime branch in each step leaves the skipped
       // path's code between the executed instructions, and this loop runs
       // at instruction-fetch speed (ncu on the LoRA expand: half the warp
-      // stalls are "no instruction").
-      if (scale) {
-        stage_chunk<true, false>(p, tile, active, h, warp, lane, staging, acc);
+      // stalls are "no instruction"). An inactive tile's zeros are a loop of
+      // their own, so the others carry no select per output.
+      if (!active) {
+        stage_zeros(tid, staging);
+      } else if (scale) {
+        stage_chunk<true, false>(p, tile, h, warp, lane, staging, acc);
       } else {
-        stage_chunk<false, false>(p, tile, active, h, warp, lane, staging, acc);
+        stage_chunk<false, false>(p, tile, h, warp, lane, staging, acc);
       }
       ptx::fence_proxy_async_shared_cta();
       ptx::bar_sync(barrier_id, 128);
@@ -671,7 +674,7 @@ struct GroupedGemmSm90 {
     uint8_t *staging = staging_base + slot * kStagingBytes;
 
     ptx::mbarrier_wait_parity(&c.full[slot], phase);
-    stage_chunk<false, true>(p, tile, true, 0, warp, lane, staging, acc);
+    stage_chunk<false, true>(p, tile, 0, warp, lane, staging, acc);
     // Generic writes (and reads) of the slot before the TMA store reads it,
     // or before the producer's next TMA load overwrites it.
     ptx::fence_proxy_async_shared_cta();
@@ -699,14 +702,22 @@ struct GroupedGemmSm90 {
     }
   }
 
-  // Writes chunk h of this warpgroup's accumulators (tokens
-  // [h * kStageTokens, (h + 1) * kStageTokens)) into the staging buffer as
-  // the output type: alpha, then the routing weight (kScale) or the old
-  // value already loaded into the buffer (kAccumulate); zeros for an
-  // inactive tile.
+  // An inactive tile's chunk: zeros in every byte of this warpgroup's
+  // staging buffer (the swizzle does not matter for zeros).
+  GGEMM_DEVICE static void stage_zeros(uint32_t tid, uint8_t *staging) {
+    static_assert(kStagingBytes % (16 * 128) == 0, "whole 16-byte stores per thread");
+#pragma unroll
+    for (uint32_t i = 0; i < kStagingBytes / (16 * 128); ++i)
+      *reinterpret_cast<uint4 *>(staging + (i * 128 + tid) * 16) = make_uint4(0, 0, 0, 0);
+  }
+
+  // Writes chunk h of an active tile's accumulators (this warpgroup's;
+  // tokens [h * kStageTokens, (h + 1) * kStageTokens)) into the staging
+  // buffer as the output type: alpha, then the routing weight (kScale) or
+  // the old value already loaded into the buffer (kAccumulate).
   template <bool kScale, bool kAccumulate>
-  GGEMM_DEVICE static void stage_chunk(const GroupedGemmParams &p, const GroupedTile &tile, bool active, uint32_t h,
-                                       uint32_t warp, uint32_t lane, uint8_t *staging, const float (&acc)[kAccRegs]) {
+  GGEMM_DEVICE static void stage_chunk(const GroupedGemmParams &p, const GroupedTile &tile, uint32_t h, uint32_t warp,
+                                       uint32_t lane, uint8_t *staging, const float (&acc)[kAccRegs]) {
     // The routing weight of token 8j + 2 * (lane % 4) + odd.
     auto row_scale = [&](int j, int odd) {
       const uint32_t token = 8 * j + 2 * (lane % 4) + odd;
@@ -721,7 +732,7 @@ struct GroupedGemmSm90 {
         // Token octets j and j+1: v[0..3] from acc[4j..], v[4..7] from acc[4j+4..].
         float v[8];
 #pragma unroll
-        for (int x = 0; x < 8; ++x) v[x] = active ? acc[4 * j + x] * p.alpha : 0.f;
+        for (int x = 0; x < 8; ++x) v[x] = acc[4 * j + x] * p.alpha;
         if constexpr (kScale) {
           const float s[4] = {row_scale(j, 0), row_scale(j, 1), row_scale(j + 1, 0), row_scale(j + 1, 1)};
 #pragma unroll
@@ -751,7 +762,7 @@ struct GroupedGemmSm90 {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float *slot = fp32_staging_slot(staging, warp, lane, jj, e);
-          float v = active ? acc[4 * j + e] * p.alpha * s[e % 2] : 0.f;
+          float v = acc[4 * j + e] * p.alpha * s[e % 2];
           if constexpr (kAccumulate) v += *slot;
           *slot = v;
         }
