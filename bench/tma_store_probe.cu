@@ -16,10 +16,7 @@
 // (cp.async.bulk.wait_group.read B - 1 before reusing a buffer). The
 // shared memory is never written: what is stored is whatever it holds,
 // which costs the TMA the same. Then both halves as one box of 256-byte
-// rows from one thread (2-D without swizzle, or a 3-D view that keeps the
-// 128B swizzle: {64, 2 halves, R}, the halves of a row side by side in
-// shared memory, or {64, R, 2 halves}, each half the [R][128 B] block a
-// warpgroup stages today). Beside them, the same bytes written by
+// rows from one thread (the kinds: Box, below). Beside them, the same bytes written by
 // plain 16-byte stores (the harness's write row: 4 CTAs of 384 threads an
 // SM; and one CTA of 256 threads an SM, the persistent kernel's shape).
 //
@@ -52,13 +49,27 @@ constexpr int kTiles = (kRows / kTileRows) * kColBlocks;
 constexpr int kHalfCols = 64;  // one consumer warpgroup's columns: 128 bytes, one swizzle row
 constexpr size_t kBytes = size_t(kRows) * kCols * 2;
 
+// How a chunk of a tile goes out: as the kernel stores it (each 64-column
+// half its own 2-D box {64, R}, from its own thread), or as one box of both
+// halves from thread 0: 2-D {128, R} without swizzle (TMA's 128B swizzle
+// stops at 128-byte rows), 3-D {64, 2, R} over the view {64 columns, halves,
+// rows} (128B swizzle; a token's halves side by side), or 3-D {64, R, 2}
+// over {64 columns, rows, halves} (the halves outermost, each a [R][128 B]
+// block: the bytes two 2-D boxes write, in their order).
+enum class Box { kHalves, kRows2d, kRowPairs3d, kHalvesOuter3d };
+
 struct Args {
   int box_rows;  // R
   int buffers;   // B: boxes (bulk groups) in flight per issuing thread, 1..4
-  int wide;      // 1: one box of both halves (128 columns, 256 B a row) by thread 0
-  int dims;      // the wide box's tensor map: 2 ({128, R}, no swizzle), 3 ({64, 2, R}, 128B swizzle)
-                 // or 4 (3-D {64, R, 2}: the halves outermost, each a [R][128 B] block)
+  Box box;
 };
+
+__device__ void tma_store_3d(const CUtensorMap *map, const uint8_t *src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(ggemm::ptx::smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
 
 // The kernel's tile order (ptx/tile_scheduler.h, one band per group here).
 __device__ void tile_origin(int t, int *row0, int *col0) {
@@ -78,10 +89,11 @@ __global__ void __launch_bounds__(64, 1) tma_store_kernel(const __grid_constant_
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   // Thread 0 stores the first 64-column half of each tile, thread 32 the
   // second (two warps, as the two consumer warpgroups' issuing threads).
-  if (threadIdx.x % 32 != 0 || (a.wide && threadIdx.x != 0)) return;
+  const bool both_halves = a.box != Box::kHalves;
+  if (threadIdx.x % 32 != 0 || (both_halves && threadIdx.x != 0)) return;
   const int half = threadIdx.x / 32;
   if (half == 0) ggemm::ptx::prefetch_tensormap(&map);
-  const uint32_t box_bytes = uint32_t(a.box_rows) * 128 * (a.wide ? 2 : 1);
+  const uint32_t box_bytes = uint32_t(a.box_rows) * 128 * (both_halves ? 2 : 1);
   uint8_t *buffers = smem + half * a.buffers * box_bytes;
   ggemm::ptx::fence_proxy_async_shared_cta();
   int n = 0;
@@ -97,20 +109,12 @@ __global__ void __launch_bounds__(64, 1) tma_store_kernel(const __grid_constant_
         default: wait_read<3>(); break;
       }
       const uint8_t *src = buffers + (n % a.buffers) * box_bytes;
-      if (!a.wide)
-        ggemm::ptx::tma_store_2d(&map, src, col0 + half * kHalfCols, row0 + r);
-      else if (a.dims == 2)
-        ggemm::ptx::tma_store_2d(&map, src, col0, row0 + r);
-      else if (a.dims == 3)
-        asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
-                         reinterpret_cast<uint64_t>(&map)),
-                     "r"(ggemm::ptx::smem_addr(src)), "r"(0), "r"(col0 / kHalfCols), "r"(row0 + r)
-                     : "memory");
-      else
-        asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
-                         reinterpret_cast<uint64_t>(&map)),
-                     "r"(ggemm::ptx::smem_addr(src)), "r"(0), "r"(row0 + r), "r"(col0 / kHalfCols)
-                     : "memory");
+      switch (a.box) {
+        case Box::kHalves: ggemm::ptx::tma_store_2d(&map, src, col0 + half * kHalfCols, row0 + r); break;
+        case Box::kRows2d: ggemm::ptx::tma_store_2d(&map, src, col0, row0 + r); break;
+        case Box::kRowPairs3d: tma_store_3d(&map, src, 0, col0 / kHalfCols, row0 + r); break;
+        case Box::kHalvesOuter3d: tma_store_3d(&map, src, 0, row0 + r, col0 / kHalfCols); break;
+      }
       ggemm::ptx::tma_store_commit_group();
     }
   }
@@ -197,28 +201,25 @@ int main() {
       const int smem = 2 * buffers * box_rows * 128 + 1024;
       if (smem > int(prop.sharedMemPerBlockOptin)) continue;
       PROBE_CHECK_CUDA(cudaFuncSetAttribute(tma_store_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      const Args a{box_rows, buffers, 0, 2};
+      const Args a{box_rows, buffers, Box::kHalves};
       const double us = median_us([&] { tma_store_kernel<<<sms, 64, smem>>>(map, a); });
       std::snprintf(label, sizeof label, "TMA boxes of %3d rows x 128 B, %d in flight x 2", box_rows, buffers);
       report(label, us, empty_us);
     }
   }
-  // Both halves in one box, 256 B a row, from one thread: a 2-D box of 128
-  // columns without swizzle (TMA's 128B swizzle stops at 128-byte rows), or
-  // a 3-D view {64 columns, 2 halves, rows} whose box {64, 2, R} keeps the
-  // 128B swizzle (its shared-memory rows: half-rows interleaved).
-  for (int dims : {2, 3, 4})
+  // Both halves in one box, 256 B a row, from one thread (Box).
+  for (Box kind : {Box::kRows2d, Box::kRowPairs3d, Box::kHalvesOuter3d})
     for (int box_rows : {64, 128}) {
       CUtensorMap map;
       CUresult r;
       const cuuint32_t elem[3] = {1, 1, 1};
-      if (dims == 2) {
+      if (kind == Box::kRows2d) {
         const cuuint64_t d[2] = {kCols, kRows};
         const cuuint64_t st[1] = {kCols * 2};
         const cuuint32_t box[2] = {2 * kHalfCols, cuuint32_t(box_rows)};
         r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, out, d, st, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                    CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-      } else if (dims == 4) {
+      } else if (kind == Box::kHalvesOuter3d) {
         const cuuint64_t d[3] = {kHalfCols, kRows, kCols / kHalfCols};
         const cuuint64_t st[2] = {kCols * 2, kHalfCols * 2};
         const cuuint32_t box[3] = {kHalfCols, cuuint32_t(box_rows), 2};
@@ -232,16 +233,17 @@ int main() {
                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
       }
       if (r != CUDA_SUCCESS) {
-        std::printf("  (wide tensor map, %d-D, R %d refused: CUresult %d)\n", dims, box_rows, int(r));
+        std::printf("  (wide tensor map %d, R %d refused: CUresult %d)\n", int(kind), box_rows, int(r));
         continue;
       }
       for (int buffers : {2, 4}) {
         const int smem = 2 * buffers * box_rows * 128 + 1024;
         PROBE_CHECK_CUDA(cudaFuncSetAttribute(tma_store_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        const Args a{box_rows, buffers, 1, dims};
+        const Args a{box_rows, buffers, kind};
         const double us = median_us([&] { tma_store_kernel<<<sms, 64, smem>>>(map, a); });
         std::snprintf(label, sizeof label, "TMA %s boxes of %3d rows x 256 B, %d in flight",
-                      dims == 2 ? "2-D" : dims == 3 ? "3-D" : "3-D halves-outer", box_rows, buffers);
+                      kind == Box::kRows2d ? "2-D" : kind == Box::kRowPairs3d ? "3-D" : "3-D halves-outer", box_rows,
+                      buffers);
         report(label, us, empty_us);
       }
     }
