@@ -43,6 +43,13 @@ GGEMM_HOST_DEVICE constexpr uint32_t narrow_token_map_index(uint32_t width) {
   return width <= 16 ? 0u : width <= 32 ? 1u : width <= 64 ? 2u : 3u;
 }
 
+// Whether entry `index` (boxes of 16 << index rows) exists for tile_m: only
+// widths below tile_m get one. The runtime encodes exactly these and the
+// kernel prefetches exactly these.
+GGEMM_HOST_DEVICE constexpr bool narrow_token_map_exists(uint32_t index, uint32_t tile_m) {
+  return index < kNarrowTokenMaps && (16u << index) < tile_m;
+}
+
 struct GroupedGemmParams {
   CUtensorMap tmap_tokens;   // activations [planes * M, K], box {tile_k, tile_m}
   CUtensorMap tmap_weights;  // weights, 3-D: {K, N, E} (K-major) or {N, K, E}

@@ -197,7 +197,7 @@ ggemm_status encode_tensor_maps(const Driver &drv, const GroupedLaunch &a, const
     // sm_90a without a cluster: the same activations in boxes of each MMA
     // width below tile_m (GroupedGemmParams::tmap_tokens_narrow).
     if (std::strcmp(k.arch, "sm_90a") == 0 && k.cluster_size == 1 && narrow_token_boxes_allowed()) {
-      for (uint32_t i = 0; i < kNarrowTokenMaps && (16u << i) < k.tile_m; ++i)
+      for (uint32_t i = 0; narrow_token_map_exists(i, k.tile_m); ++i)
         GGEMM_TRY(encode_tokens(16u << i, &p->tmap_tokens_narrow[i]));
       p->narrow_token_boxes = 1;
     }

@@ -507,8 +507,22 @@ TEST(NarrowTokenBoxes, WidthIsTheNarrowestPowerOfTwoHoldingTheRows) {
       if (w < tile_m) {
         ASSERT_LT(narrow_token_map_index(w), kNarrowTokenMaps);
         EXPECT_EQ(16u << narrow_token_map_index(w), w);
+        // The map a narrow tile uses is one the runtime encoded.
+        EXPECT_TRUE(narrow_token_map_exists(narrow_token_map_index(w), tile_m)) << w << " of " << tile_m;
       }
     }
+}
+
+// The narrow maps that exist: exactly the widths 16, 32, ... below tile_m.
+TEST(NarrowTokenBoxes, MapsExistExactlyForWidthsBelowTheTile) {
+  for (uint32_t tile_m : {16u, 32u, 64u, 128u, 256u}) {
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < 8; ++i) count += narrow_token_map_exists(i, tile_m);
+    uint32_t expected = 0;
+    for (uint32_t w = 16; w < tile_m; w *= 2) ++expected;
+    EXPECT_EQ(count, expected) << tile_m;
+    for (uint32_t i = 0; i < count; ++i) EXPECT_LT(16u << i, tile_m);
+  }
 }
 
 // Checked mode's per-group rule (ptx/routing_check.h), the code the kernel's

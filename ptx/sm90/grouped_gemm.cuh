@@ -183,7 +183,7 @@ struct GroupedGemmSm90 {
         if (narrow_token_boxes(p)) {
 #pragma unroll
           for (uint32_t i = 0; i < kNarrowTokenMaps; ++i)
-            if ((16u << i) < uint32_t(TileM)) ptx::prefetch_tensormap(&p.tmap_tokens_narrow[i]);
+            if (narrow_token_map_exists(i, TileM)) ptx::prefetch_tensormap(&p.tmap_tokens_narrow[i]);
         }
         ptx::prefetch_tensormap(&p.tmap_weights);
         for (int v = 0; v < 3; ++v) ptx::prefetch_tensormap(&p.tmap_out[v]);
@@ -279,8 +279,15 @@ struct GroupedGemmSm90 {
     GroupedTile pair;
     // Each CTA of a pair gets its share of the pair tile (its 128 features);
     // the other roles use only that.
-    for (uint64_t t = first_tile(); sched.next(t, &pair); t += tile_stride())
-      handoff.publish(handoff_region, cta_share(pair, rank()), uint32_t(t));
+    // (Without a cluster the tile is the CTA's whole: cta_share would clamp
+    // it to kRowsPerCta, a silent trap for any wider single-CTA tile.)
+    for (uint64_t t = first_tile(); sched.next(t, &pair); t += tile_stride()) {
+      if constexpr (ClusterM > 1) {
+        handoff.publish(handoff_region, cta_share(pair, rank()), uint32_t(t));
+      } else {
+        handoff.publish(handoff_region, pair, uint32_t(t));
+      }
+    }
     handoff.finish(handoff_region);
   }
 
@@ -582,7 +589,7 @@ struct GroupedGemmSm90 {
     const OutputView &view = p.out[segment];
     const CUtensorMap *tmap_out = &p.tmap_out[segment];
 
-    const bool scale = p.epilogue == kEpilogueRowScale && active;
+    const bool scale = p.epilogue == kEpilogueRowScale;  // an inactive tile stages zeros either way
 
 #pragma unroll
     for (uint32_t h = 0; h < kStageChunks; ++h) {
