@@ -174,6 +174,22 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
+// The dense ceiling again, last in the run: the floor uses the one measured
+// at the start (~20 ms of GEMMs before ~6 min of rows), and that rate moved
+// 760-830 TFLOP/s across runs (NOTES v0.23). Context only, not in any floor:
+// how far the clocks drifted between the two says how much of a run's
+// fractions is the ceiling's moment.
+void bench_dense_ceiling_at_end(benchmark::State& state) {
+  Session& s = *g_session;
+  double flops_per_s = 0;
+  for (auto _ : state) {
+    flops_per_s = measure_dense_flops_per_s(*s.cublas, s.stream);
+    state.SetIterationTime(2.0 * kCeilingGemmDim * double(kCeilingGemmDim) * kCeilingGemmDim / flops_per_s);
+  }
+  state.counters["tflops"] = flops_per_s * 1e-12;
+  state.counters["tflops_at_start"] = s.ceilings.dense_flops_per_s * 1e-12;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -237,6 +253,10 @@ int main(int argc, char** argv) {
   lora_env.ceilings = s.ceilings;
   register_lora_benchmarks(lora_env);
   register_harness_benchmarks(s.stream, s.flusher.get());
+  benchmark::RegisterBenchmark("ceiling_dense_8192_at_end", bench_dense_ceiling_at_end)
+      ->UseManualTime()
+      ->Iterations(1)
+      ->Unit(benchmark::kMicrosecond);
 
   g_session = &s;
   benchmark::RunSpecifiedBenchmarks();

@@ -38,22 +38,24 @@ inline constexpr size_t kCeilingCopyBytes = size_t{2} << 30;  // 2 GiB each way
 // faster on the tensor cores and would inflate the ceiling); both operands
 // K-major (the same cuBLAS op pair as the baselines) so it is the layout
 // ggemm's weights use.
+inline double measure_dense_flops_per_s(const CublasHandle& cublas, cudaStream_t stream) {
+  const size_t d = kCeilingGemmDim, elems = d * d;
+  std::vector<uint16_t> host(elems);
+  fill_random_bf16(host.data(), elems, 0x5eed0001);
+  DeviceBuffer a = upload(host.data(), elems * 2);
+  fill_random_bf16(host.data(), elems, 0x5eed0002);
+  DeviceBuffer b = upload(host.data(), elems * 2);
+  DeviceBuffer out(elems * 2);
+  const int n = kCeilingGemmDim;
+  const double ms = median_ms(stream, nullptr, 3, 10, [&] {
+    CUBLAS_CHECK(gemm_rows_times_wt(cublas.get(), b.get(), a.get(), out.get(), n, n, n));
+  });
+  return 2.0 * static_cast<double>(d) * d * d / (ms * 1e-3);
+}
+
 inline Ceilings measure_ceilings(const CublasHandle& cublas, cudaStream_t stream) {
   Ceilings c;
-  {
-    const size_t d = kCeilingGemmDim, elems = d * d;
-    std::vector<uint16_t> host(elems);
-    fill_random_bf16(host.data(), elems, 0x5eed0001);
-    DeviceBuffer a = upload(host.data(), elems * 2);
-    fill_random_bf16(host.data(), elems, 0x5eed0002);
-    DeviceBuffer b = upload(host.data(), elems * 2);
-    DeviceBuffer out(elems * 2);
-    const int n = kCeilingGemmDim;
-    const double ms = median_ms(stream, nullptr, 3, 10, [&] {
-      CUBLAS_CHECK(gemm_rows_times_wt(cublas.get(), b.get(), a.get(), out.get(), n, n, n));
-    });
-    c.dense_flops_per_s = 2.0 * static_cast<double>(d) * d * d / (ms * 1e-3);
-  }
+  c.dense_flops_per_s = measure_dense_flops_per_s(cublas, stream);
   {
     DeviceBuffer src(kCeilingCopyBytes), dst(kCeilingCopyBytes);
     CUDA_CHECK(cudaMemsetAsync(src.get(), 0x3c, kCeilingCopyBytes, stream));
