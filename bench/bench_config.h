@@ -54,3 +54,14 @@ inline bool bench_one_expert_override() {
   }();
   return one;
 }
+
+// GGEMM_BENCH_REPETITIONS=N: the MoE rows run N repetitions of their 20
+// calls instead of 5, so one row keeps the GPU busy for seconds: long
+// enough for the power and clock readings of scripts/h200_power.sh to
+// settle (NOTES v0.23: the compute-bound rows run at the power cap, whose
+// clock depends on what ran in the second before).
+inline int bench_repetitions_override(int default_repetitions) {
+  const char* v = std::getenv("GGEMM_BENCH_REPETITIONS");
+  const int n = v ? std::atoi(v) : 0;
+  return n > 0 ? n : default_repetitions;
+}

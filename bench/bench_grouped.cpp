@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(name.c_str(), bench_shape, static_cast<int>(i), impl)
           ->UseManualTime()
           ->Iterations(kIterations)
-          ->Repetitions(kRepetitions)
+          ->Repetitions(bench_repetitions_override(kRepetitions))
           ->ReportAggregatesOnly(true)
           ->Unit(benchmark::kMicrosecond);
     }

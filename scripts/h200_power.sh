@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Power and clock beside the time of one MoE row, per implementation, for
+# the question NOTES v0.23 left: do ggemm's compute-bound rows lose to the
+# power cap's clock, or do they do less work per clock than cuBLAS? Each
+# implementation runs alone in its own process for seconds
+# (GGEMM_BENCH_REPETITIONS) while nvidia-smi samples the SM clock and power
+# every 50 ms; scripts/power_report.py keeps the samples of the row's own
+# window and prints time, TFLOP/s, mean clock and power, and TFLOP/s per
+# GHz (work per clock: the mainloop's efficiency with the clock divided out)
+# and per kW.
+#
+#   scripts/h200_power.sh [row] [repetitions]   # default mixtral_down_prefill 60
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/h200_out}
+mkdir -p "$out"
+row=${1:-mixtral_down_prefill}
+reps=${2:-60}
+bench=${GGEMM_BENCH_BINARY:-build/bench/ggemm_bench}
+# The instantaneous reading where the driver has it; the 1 s average if not.
+field=power.draw.instant
+nvidia-smi --query-gpu=$field --format=csv,noheader > /dev/null 2>&1 || field=power.draw
+
+for round in 1 2; do
+  for impl in ggemm cublas_loop_graph cublas_grouped; do
+    tag="${impl}_$round"
+    nvidia-smi --query-gpu=timestamp,clocks.sm,$field --format=csv,noheader,nounits -lms 50 > "$out/power_$tag.csv" &
+    smi=$!
+    GGEMM_BENCH_REPETITIONS=$reps "$bench" --benchmark_filter="^$row/$impl/" \
+      --benchmark_out="$out/power_$tag.json" --benchmark_out_format=json > "$out/power_$tag.txt" 2>&1
+    kill "$smi"; wait "$smi" 2>/dev/null
+    sleep 2  # let the clock recover, so each process starts alike
+  done
+done
+python3 scripts/power_report.py "$out" "$row"
