@@ -521,7 +521,11 @@ TEST(NarrowTokenBoxes, MapsExistExactlyForWidthsBelowTheTile) {
     uint32_t expected = 0;
     for (uint32_t w = 16; w < tile_m; w *= 2) ++expected;
     EXPECT_EQ(count, expected) << tile_m;
-    for (uint32_t i = 0; i < count; ++i) EXPECT_LT(16u << i, tile_m);
+    // ... and they are the first `count` entries, each narrower than the tile.
+    for (uint32_t i = 0; i < count; ++i) {
+      EXPECT_TRUE(narrow_token_map_exists(i, tile_m)) << i << " of " << tile_m;
+      EXPECT_LT(16u << i, tile_m);
+    }
   }
 }
 
