@@ -48,22 +48,13 @@ done > "$out/ab/walk_medians.txt"
 awk -f $lib/median_table.awk "$out/ab/walk_medians.txt" | tee "$out/bounds_walks.txt"
 
 if [ "${POWER:-1}" = 1 ]; then
-  field=power.draw.instant
-  nvidia-smi --query-gpu=$field --format=csv,noheader > /dev/null 2>&1 || field=power.draw
+  source scripts/lib/power_sampled_run.sh
   for spec in mixtral_gate_up_prefill:15 mixtral_down_prefill:30 qwen3_30b_a3b_gate_up_prefill:80 \
               qwen3_30b_a3b_gate_up_prefill_zipf:80; do
     row=${spec%%:*} reps=${spec#*:}
     d=$out/ab/power_$row
     mkdir -p "$d"
-    for v in A:$A B:$B C:$C; do
-      l=${v%%:*} b=${v#*:}
-      nvidia-smi --query-gpu=timestamp,clocks.sm,$field --format=csv,noheader,nounits -lms 50 > "$d/power_$l.csv" &
-      smi=$!
-      GGEMM_BENCH_REPETITIONS=$reps "$b/bench/ggemm_bench" --benchmark_filter="^$row/ggemm/" \
-        --benchmark_out="$d/power_$l.json" --benchmark_out_format=json > "$d/power_$l.txt" 2>&1
-      kill "$smi"; wait "$smi" 2>/dev/null
-      sleep 2  # let the clock recover, so each process starts alike
-    done
+    for v in A:$A B:$B C:$C; do power_sampled_run "$d" "${v%%:*}" "$reps" "${v#*:}/bench/ggemm_bench" "^$row/ggemm/"; done
     python3 scripts/power_report.py "$d" "$row"
   done | tee "$out/bounds_power.txt"
 fi

@@ -17,19 +17,10 @@ mkdir -p "$out"
 row=${1:-mixtral_down_prefill}
 reps=${2:-60}
 bench=${GGEMM_BENCH_BINARY:-build/bench/ggemm_bench}
-# The instantaneous reading where the driver has it; the 1 s average if not.
-field=power.draw.instant
-nvidia-smi --query-gpu=$field --format=csv,noheader > /dev/null 2>&1 || field=power.draw
-
+source scripts/lib/power_sampled_run.sh
 for round in 1 2; do
   for impl in ggemm cublas_loop_graph cublas_grouped; do
-    tag="${impl}_$round"
-    nvidia-smi --query-gpu=timestamp,clocks.sm,$field --format=csv,noheader,nounits -lms 50 > "$out/power_$tag.csv" &
-    smi=$!
-    GGEMM_BENCH_REPETITIONS=$reps "$bench" --benchmark_filter="^$row/$impl/" \
-      --benchmark_out="$out/power_$tag.json" --benchmark_out_format=json > "$out/power_$tag.txt" 2>&1
-    kill "$smi"; wait "$smi" 2>/dev/null
-    sleep 2  # let the clock recover, so each process starts alike
+    power_sampled_run "$out" "${impl}_$round" "$reps" "$bench" "^$row/$impl/"
   done
 done
 python3 scripts/power_report.py "$out" "$row"
