@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Reads scripts/h200_power.sh's files (power_<impl>_<round>.{csv,json}) and
-prints, per implementation and round: the row's median time and TFLOP/s,
+"""Reads the files of scripts/lib/power_sampled_run.sh (power_<tag>.{csv,json}:
+h200_power.sh tags them <impl>_<round>, h200_component_bounds.sh by build)
+and prints, per tag: the row's median time and TFLOP/s,
 the mean SM clock and power over the samples of the row's own window, and
 TFLOP/s per GHz and per kW.
 
