@@ -1,5 +1,7 @@
 #include "runtime/device.h"
 
+#include "runtime/tensor_map.h"
+
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -31,16 +33,16 @@ bool arch_for_compute_capability(int major, int minor, Arch *out) {
   return false;
 }
 
-ggemm_status Device::create(int ordinal, Device **out) {
+StatusOr<std::unique_ptr<Device>> Device::create(int ordinal) {
   const Driver *drv = nullptr;
-  GGEMM_TRY(load_driver(&drv));
+  GGEMM_ASSIGN_OR_RETURN(drv, load_driver());
   int count = 0;
   GGEMM_CU(*drv, cuDeviceGetCount(&count));
   if (ordinal < 0 || ordinal >= count)
-    return fail(GGEMM_STATUS_NO_DEVICE, "device_ordinal %d: the driver sees %d CUDA device(s)", ordinal, count);
+    return error(GGEMM_STATUS_NO_DEVICE, "device_ordinal %d: the driver sees %d CUDA device(s)", ordinal, count);
 
   std::unique_ptr<Device> d(new (std::nothrow) Device());
-  if (!d) return fail(GGEMM_STATUS_OUT_OF_MEMORY, "allocating the handle");
+  if (!d) return error(GGEMM_STATUS_OUT_OF_MEMORY, "allocating the handle");
   d->drv_ = drv;
   d->props_.ordinal = ordinal;
   GGEMM_CU(*drv, cuDeviceGet(&d->dev_, ordinal));
@@ -51,11 +53,13 @@ ggemm_status Device::create(int ordinal, Device **out) {
                                       CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev_));
 
   if (!arch_for_compute_capability(d->props_.cc_major, d->props_.cc_minor, &d->arch_))
-    return fail(GGEMM_STATUS_UNSUPPORTED_DEVICE,
+    return error(GGEMM_STATUS_UNSUPPORTED_DEVICE,
                 "device %d has compute capability %d.%d; ggemm has kernels for compute capability 9.0 (sm_90a: "
                 "H100, H200) and 10.0 (sm_100a: B200, GB200) only (sm_100a code does not run on 10.3, e.g. "
                 "B300)",
                 ordinal, d->props_.cc_major, d->props_.cc_minor);
+
+  d->props_.sliced_tensor_maps = sliced_views_supported(*drv);
 
   GGEMM_CU(*drv, cuDevicePrimaryCtxRetain(&d->ctx_, d->dev_));
   // Library loading is context-independent (cuLibrary*), so no push here.
@@ -79,10 +83,9 @@ ggemm_status Device::create(int ordinal, Device **out) {
     }
   }
   if (d->libraries_.empty())
-    return fail(GGEMM_STATUS_UNSUPPORTED_DEVICE, "device %d is %s, but this build embeds no %s kernels", ordinal,
-                arch_name(d->arch_), arch_name(d->arch_));
-  *out = d.release();
-  return GGEMM_STATUS_SUCCESS;
+    return error(GGEMM_STATUS_UNSUPPORTED_DEVICE, "device %d is %s, but this build embeds no %s kernels", ordinal,
+                 arch_name(d->arch_), arch_name(d->arch_));
+  return d;
 }
 
 Device::~Device() {
@@ -90,16 +93,13 @@ Device::~Device() {
   if (ctx_) drv_->cuDevicePrimaryCtxRelease(dev_);
 }
 
-ggemm_status Device::kernel(const std::string &name, CUkernel *out) {
+StatusOr<CUkernel> Device::kernel(const std::string &name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = kernels_.find(name);
-  if (it != kernels_.end()) {
-    *out = it->second;
-    return GGEMM_STATUS_SUCCESS;
-  }
+  if (it != kernels_.end()) return it->second;
   auto found = kernel_index_.find(name);
   CUkernel k = found == kernel_index_.end() ? nullptr : found->second;
-  if (!k) return fail(GGEMM_STATUS_INTERNAL_ERROR, "kernel %s is not in the embedded fatbins", name.c_str());
+  if (!k) return error(GGEMM_STATUS_INTERNAL_ERROR, "kernel %s is not in the embedded fatbins", name.c_str());
   // The opt-in limit covers static and dynamic shared memory together: a
   // kernel's static shared memory, if it has any, leaves that much less for
   // the dynamic layout.
@@ -108,17 +108,16 @@ ggemm_status Device::kernel(const std::string &name, CUkernel *out) {
   GGEMM_CU(*drv_, cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                        props_.smem_optin - static_bytes, k, dev_));
   kernels_.emplace(name, k);
-  *out = k;
-  return GGEMM_STATUS_SUCCESS;
+  return k;
 }
 
-ggemm_status Device::ScopedContext::push() {
+Status Device::ScopedContext::push() {
   GGEMM_CU(d_.driver(), cuCtxPushCurrent(d_.ctx_));
-  return GGEMM_STATUS_SUCCESS;
+  return OkStatus();
 }
 
 Device::ScopedContext::~ScopedContext() {
-  if (status_ == GGEMM_STATUS_SUCCESS) {
+  if (status_.ok()) {
     CUcontext popped;
     d_.driver().cuCtxPopCurrent(&popped);
   }

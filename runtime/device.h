@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -32,13 +33,17 @@ struct DeviceProps {
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
   int smem_optin = 0;  // opt-in shared memory per block, bytes
+  // Whether the driver encodes K-sliced tensor maps (a dimension whose stride
+  // is smaller than the one before it; GroupedGemmParams::k_slices): asked
+  // once by Device::create; plans use one slice per stage without them.
+  bool sliced_tensor_maps = true;
 };
 
 class Device {
  public:
   ~Device();
   // Loads the driver, checks the device and loads the kernels.
-  static ggemm_status create(int ordinal, Device **out);
+  static StatusOr<std::unique_ptr<Device>> create(int ordinal);
 
   const Driver &driver() const { return *drv_; }
   const DeviceProps &props() const { return props_; }
@@ -46,19 +51,19 @@ class Device {
 
   // Looks up a kernel by name (cached) and raises its dynamic shared-memory
   // limit to the device's opt-in maximum, once per kernel. Thread-safe.
-  ggemm_status kernel(const std::string &name, CUkernel *out);
+  StatusOr<CUkernel> kernel(const std::string &name);
 
   // Makes the handle's context current for a scope.
   class ScopedContext {
    public:
     explicit ScopedContext(const Device &d) : d_(d) { status_ = push(); }
     ~ScopedContext();
-    ggemm_status status() const { return status_; }
+    const Status &status() const { return status_; }
 
    private:
-    ggemm_status push();
+    Status push();
     const Device &d_;
-    ggemm_status status_;
+    Status status_;
   };
 
  private:

@@ -55,17 +55,18 @@ struct Driver {
 #undef GGEMM_DRIVER_MEMBER
 };
 
-// Loads and initialises the driver once per process (thread-safe). On
-// success *out points to the process-wide table.
-ggemm_status load_driver(const Driver **out);
+// Loads and initialises the driver once per process (thread-safe): the
+// process-wide table, or why there is none.
+StatusOr<const Driver *> load_driver();
 
-// Turns a failed driver call into DRIVER_ERROR with the call and error named.
-ggemm_status driver_fail(const Driver &d, CUresult r, const char *call);
+// A failed driver call as an error naming the call and its CUresult
+// (OUT_OF_MEMORY for CUDA_ERROR_OUT_OF_MEMORY, else DRIVER_ERROR).
+Status driver_error(const Driver &d, CUresult r, const char *call);
 
 }  // namespace ggemm
 
 #define GGEMM_CU(drv, call)                                                  \
   do {                                                                       \
     CUresult ggemm_cu_result_ = (drv).call;                                  \
-    if (ggemm_cu_result_ != CUDA_SUCCESS) return ::ggemm::driver_fail((drv), ggemm_cu_result_, #call); \
+    if (ggemm_cu_result_ != CUDA_SUCCESS) return ::ggemm::driver_error((drv), ggemm_cu_result_, #call); \
   } while (0)

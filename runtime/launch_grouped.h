@@ -1,10 +1,11 @@
-// Enqueues one launch of the grouped GEMM kernel. Every public operation
+// Enqueues one launch of a grouped GEMM kernel. Every public operation
 // (grouped_matmul, lora_shrink_qkv, lora_expand_qkv) is described as a
-// GroupedLaunch: the same kernel, differing only in which activation plane a
+// GroupedLaunch: the same kernels, differing only in which activation plane a
 // segment reads and where a segment's outputs go.
 #pragma once
 #include "ggemm.h"
 #include "runtime/device.h"
+#include "runtime/plan.h"
 
 namespace ggemm {
 
@@ -16,28 +17,23 @@ struct OutputViewDesc {
 };
 
 struct GroupedLaunch {
-  const char *op;  // for GGEMM_DEBUG
-  ggemm_dtype in_dtype, out_dtype;
-  int64_t m, n, k, num_experts;
+  const char *op;      // for GGEMM_DEBUG
+  GroupedShape shape;  // what the plan is made from
+  int64_t num_experts;
   const void *a;
   int64_t a_rows;  // M, or 3 * M with activation planes
   const void *b;
-  bool transpose_b;
-  int64_t split0, split1;  // segments; (0, 0) = one
-  bool a_planes;           // segment s reads activation rows m + s * M
   OutputViewDesc views[3];
   const uint32_t *a_offsets;
   const int32_t *expert_ids;
   const uint32_t *usage_stats;
   uint32_t *device_status;  // checked mode (ggemm_set_device_status); null = off
-  int64_t num_groups, max_rows_per_group;
-  ggemm_epilogue epilogue;
   const float *row_scale;
   float alpha;
-  const ggemm_config *config;
+  const ggemm_config *config;  // validated by the API layer; null = automatic
 };
 
 // `l` describes validated arguments with m > 0.
-ggemm_status launch_grouped(Device &dev, const GroupedLaunch &l, CUstream stream);
+Status launch_grouped(Device &dev, const GroupedLaunch &l, CUstream stream);
 
 }  // namespace ggemm

@@ -16,7 +16,7 @@ CUtensorMapSwizzle tma_swizzle_for_bytes(uint32_t bytes) {
   }
 }
 
-ggemm_status encode_tensor_map(const Driver &drv, const TensorMapSpec &s, CUtensorMap *out) {
+Status encode_tensor_map(const Driver &drv, const TensorMapSpec &s, CUtensorMap *out) {
   cuuint64_t dims[4];
   cuuint64_t strides[3];  // bytes, for dims 1.. (dim 0 is contiguous)
   cuuint32_t box[4], elem_strides[4] = {1, 1, 1, 1};
@@ -36,9 +36,9 @@ ggemm_status encode_tensor_map(const Driver &drv, const TensorMapSpec &s, CUtens
   if (r != CUDA_SUCCESS) {
     const char *name = "?";
     drv.cuGetErrorName(r, &name);
-    return fail(GGEMM_STATUS_DRIVER_ERROR,
-                "cuTensorMapEncodeTiled(%s: rank %u, dims {%llu, %llu, %llu, %llu}, box {%u, %u, %u, %u}) returned %s",
-                s.what, s.rank, dim(0), dim(1), dim(2), dim(3), box_dim(0), box_dim(1), box_dim(2), box_dim(3), name);
+    return error(GGEMM_STATUS_DRIVER_ERROR,
+                 "cuTensorMapEncodeTiled(%s: rank %u, dims {%llu, %llu, %llu, %llu}, box {%u, %u, %u, %u}) returned %s",
+                 s.what, s.rank, dim(0), dim(1), dim(2), dim(3), box_dim(0), box_dim(1), box_dim(2), box_dim(3), name);
   }
   if (debug_enabled()) {
     std::fprintf(stderr,
@@ -52,7 +52,7 @@ ggemm_status encode_tensor_map(const Driver &drv, const TensorMapSpec &s, CUtens
                                                           : "none",
                  explicit_strides ? " (K-sliced view)" : "");
   }
-  return GGEMM_STATUS_SUCCESS;
+  return OkStatus();
 }
 
 bool sliced_views_supported(const Driver &drv) {

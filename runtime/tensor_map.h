@@ -27,7 +27,7 @@ struct TensorMapSpec {
   uint64_t strides[3] = {0, 0, 0};
 };
 
-ggemm_status encode_tensor_map(const Driver &drv, const TensorMapSpec &spec, CUtensorMap *out);
+Status encode_tensor_map(const Driver &drv, const TensorMapSpec &spec, CUtensorMap *out);
 
 // Whether this driver encodes K-sliced views (a dimension whose stride is
 // smaller than the one before it: GroupedGemmParams::k_slices). Asked once

@@ -44,9 +44,9 @@ class LaunchTrace {
 
   // Decides whether this launch is traced; if so allocates and zeroes the
   // buffer and points p->trace at it (else leaves it null).
-  ggemm_status begin(const Driver &drv, CUstream stream, uint32_t grid, GroupedGemmParams *p);
+  Status begin(const Driver &drv, CUstream stream, uint32_t grid, GroupedGemmParams *p);
   // After the launch: waits for it, appends the record, frees the buffer.
-  ggemm_status end(const Driver &drv, CUstream stream, const TraceFileHeader &header);
+  Status end(const Driver &drv, CUstream stream, const TraceFileHeader &header);
 
  private:
   const Driver *drv_ = nullptr;

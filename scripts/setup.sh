@@ -15,9 +15,10 @@ run_demo=1
 sudo_if_needed() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
 # 1. System packages: compiler, build tools (pkg-config for the C example),
-#    GoogleTest, Google Benchmark; clang with its libFuzzer/ASan/UBSan
+#    GoogleTest, Google Benchmark, Abseil (linked statically into libggemm);
+#    clang with its libFuzzer/ASan/UBSan
 #    runtimes (libclang-rt-dev) for the fuzz test (tests/fuzz).
-pkgs=(g++ cmake ninja-build pkg-config libgtest-dev libbenchmark-dev python3 python3-pip clang libclang-rt-dev)
+pkgs=(g++ cmake ninja-build pkg-config libgtest-dev libbenchmark-dev libabsl-dev python3 python3-pip clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -1,27 +1,36 @@
 // The thread-local last-error message and the status names.
+#include "api/src/errors.h"
+
 #include <cstdarg>
 #include <cstdio>
 #include <string>
-
-#include "runtime/status.h"
 
 namespace ggemm {
 namespace {
 thread_local std::string t_last_error;
 }
 
-ggemm_status fail(ggemm_status status, const char *fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
+ggemm_status record_error(ggemm_status status, const std::string &message) {
   try {
-    t_last_error = buf;
+    t_last_error = message;
   } catch (...) {
     // Out of memory while recording an error: keep the status, drop the text.
   }
   return status;
+}
+
+ggemm_status fail(ggemm_status status, const char *format, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(buf, sizeof buf, format, ap);
+  va_end(ap);
+  return record_error(status, buf);
+}
+
+ggemm_status report(const Status &status) {
+  if (status.ok()) return GGEMM_STATUS_SUCCESS;
+  return record_error(status.code(), status.message());
 }
 
 void clear_error() { t_last_error.clear(); }

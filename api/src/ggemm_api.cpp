@@ -3,12 +3,12 @@
 #include <exception>
 #include <new>
 
+#include "api/src/errors.h"
 #include "api/src/validate.h"
 #include "ggemm.h"
 #include "runtime/device.h"
-#include "runtime/heuristics.h"
 #include "runtime/launch_grouped.h"
-#include "runtime/status.h"
+#include "runtime/plan.h"
 
 struct ggemm_handle_st {
   static constexpr uint64_t kMagic = 0x6767656d6d5f6831ull;  // "ggemm_h1"
@@ -54,9 +54,17 @@ void copy_routing(ggemm::GroupedLaunch &l, const Args &a, const int32_t *ids, gg
   l.a_offsets = a.a_offsets;
   l.expert_ids = ids;
   l.usage_stats = a.expert_usage_stats;
-  l.num_groups = a.num_groups;
-  l.max_rows_per_group = a.max_rows_per_group;
+  l.shape.num_groups = a.num_groups;
+  l.shape.max_rows_per_group = a.max_rows_per_group;
   l.config = a.config;
+}
+
+// The config override's checks (they need the device's architecture), then
+// the launch; a runtime error becomes the C ABI's status and message.
+ggemm_status launch(ggemm_handle_t handle, const ggemm::GroupedLaunch &l, ggemm_stream_t stream) {
+  ggemm::Device &dev = *handle->device;
+  GGEMM_TRY(ggemm::validate_config(l.config, dev.arch(), dev.props(), l.shape));
+  return ggemm::report(ggemm::launch_grouped(dev, l, reinterpret_cast<CUstream>(stream)));
 }
 
 }  // namespace
@@ -67,14 +75,11 @@ extern "C" ggemm_status ggemm_create(ggemm_handle_t *handle, int device_ordinal)
   return guarded([&] {
     if (!handle) return ggemm::fail(GGEMM_STATUS_NULL_POINTER, "handle is NULL");
     *handle = nullptr;
-    ggemm::Device *dev = nullptr;
-    GGEMM_TRY(ggemm::Device::create(device_ordinal, &dev));
+    ggemm::StatusOr<std::unique_ptr<ggemm::Device>> dev = ggemm::Device::create(device_ordinal);
+    if (!dev.ok()) return ggemm::report(dev.status());
     ggemm_handle_st *h = new (std::nothrow) ggemm_handle_st();
-    if (!h) {
-      delete dev;
-      return ggemm::fail(GGEMM_STATUS_OUT_OF_MEMORY, "allocating the handle");
-    }
-    h->device = dev;
+    if (!h) return ggemm::fail(GGEMM_STATUS_OUT_OF_MEMORY, "allocating the handle");
+    h->device = dev->release();
     *handle = h;
     return GGEMM_STATUS_SUCCESS;
   });
@@ -114,21 +119,22 @@ extern "C" ggemm_status ggemm_grouped_matmul(ggemm_handle_t handle, const ggemm_
     const bool planes = a.a_plane_split0 != 0 || a.a_plane_split1 != 0;
     ggemm::GroupedLaunch l{};
     l.op = "grouped_matmul";
-    l.in_dtype = a.a_dtype;
-    l.out_dtype = a.c_dtype;
-    l.m = a.m, l.n = a.n, l.k = a.k, l.num_experts = a.num_experts;
+    l.shape.a_dtype = a.a_dtype;
+    l.shape.c_dtype = a.c_dtype;
+    l.shape.m = a.m, l.shape.n = a.n, l.shape.k = a.k;
+    l.shape.transpose_b = a.transpose_b != 0;
+    l.shape.split0 = a.a_plane_split0, l.shape.split1 = a.a_plane_split1;
+    l.shape.a_planes = planes;
+    l.shape.epilogue = a.epilogue;
+    l.num_experts = a.num_experts;
     l.a = a.a;
     l.a_rows = planes ? 3 * a.m : a.m;
     l.b = a.b;
-    l.transpose_b = a.transpose_b != 0;
-    l.split0 = a.a_plane_split0, l.split1 = a.a_plane_split1;
-    l.a_planes = planes;
     view_all(l, a.c, a.m, a.n);
     copy_routing(l, a, a.expert_ids, handle);
-    l.epilogue = a.epilogue;
     l.row_scale = a.row_scale;
     l.alpha = 1.f;
-    return ggemm::launch_grouped(*handle->device, l, reinterpret_cast<CUstream>(stream));
+    return launch(handle, l, stream);
   });
 }
 
@@ -144,22 +150,23 @@ extern "C" ggemm_status ggemm_lora_shrink_qkv(ggemm_handle_t handle, const ggemm
     const int64_t r = a.rank;
     ggemm::GroupedLaunch l{};
     l.op = "lora_shrink_qkv";
-    l.in_dtype = a.x_dtype;
-    l.out_dtype = a.p_dtype;
-    l.m = a.m, l.n = 3 * r, l.k = a.k, l.num_experts = a.num_adapters;
+    l.shape.a_dtype = a.x_dtype;
+    l.shape.c_dtype = a.p_dtype;
+    l.shape.m = a.m, l.shape.n = 3 * r, l.shape.k = a.k;
+    l.shape.transpose_b = true;
+    l.shape.split0 = r, l.shape.split1 = 2 * r;
+    l.shape.a_planes = false;
+    l.shape.epilogue = a.accumulate ? GGEMM_EPILOGUE_ACCUMULATE : GGEMM_EPILOGUE_STORE;
+    l.num_experts = a.num_adapters;
     l.a = a.x;
     l.a_rows = a.m;
     l.b = a.lora_a;
-    l.transpose_b = true;
-    l.split0 = r, l.split1 = 2 * r;
-    l.a_planes = false;
     for (int s = 0; s < 3; ++s)
       l.views[s] = ggemm::OutputViewDesc{static_cast<char *>(a.p) + size_t(s) * a.m * r * ggemm::dtype_bytes(a.p_dtype), r,
                                          s * r, a.m, r};
     copy_routing(l, a, a.adapter_ids, handle);
-    l.epilogue = a.accumulate ? GGEMM_EPILOGUE_ACCUMULATE : GGEMM_EPILOGUE_STORE;
     l.alpha = a.scale;
-    return ggemm::launch_grouped(*handle->device, l, reinterpret_cast<CUstream>(stream));
+    return launch(handle, l, stream);
   });
 }
 
@@ -176,22 +183,23 @@ extern "C" ggemm_status ggemm_lora_expand_qkv(ggemm_handle_t handle, const ggemm
     const int64_t q = a.q_dim, kv = a.kv_dim;
     ggemm::GroupedLaunch l{};
     l.op = "lora_expand_qkv";
-    l.in_dtype = a.p_dtype;
-    l.out_dtype = a.out_dtype;
-    l.m = a.m, l.n = q + 2 * kv, l.k = a.rank, l.num_experts = a.num_adapters;
+    l.shape.a_dtype = a.p_dtype;
+    l.shape.c_dtype = a.out_dtype;
+    l.shape.m = a.m, l.shape.n = q + 2 * kv, l.shape.k = a.rank;
+    l.shape.transpose_b = true;
+    l.shape.split0 = q, l.shape.split1 = q + kv;
+    l.shape.a_planes = true;
+    l.shape.epilogue = a.accumulate ? GGEMM_EPILOGUE_ACCUMULATE : GGEMM_EPILOGUE_STORE;
+    l.num_experts = a.num_adapters;
     l.a = a.p;
     l.a_rows = 3 * a.m;
     l.b = a.lora_b;
-    l.transpose_b = true;
-    l.split0 = q, l.split1 = q + kv;
-    l.a_planes = true;
     char *v_rows = static_cast<char *>(a.kv_out) + size_t(a.m) * kv * ggemm::dtype_bytes(a.out_dtype);
     l.views[0] = ggemm::OutputViewDesc{a.q_out, q, 0, a.m, q};
     l.views[1] = ggemm::OutputViewDesc{a.kv_out, kv, q, a.m, kv};
     l.views[2] = ggemm::OutputViewDesc{v_rows, kv, q + kv, a.m, kv};
     copy_routing(l, a, a.adapter_ids, handle);
-    l.epilogue = a.accumulate ? GGEMM_EPILOGUE_ACCUMULATE : GGEMM_EPILOGUE_STORE;
     l.alpha = a.scale;
-    return ggemm::launch_grouped(*handle->device, l, reinterpret_cast<CUstream>(stream));
+    return launch(handle, l, stream);
   });
 }

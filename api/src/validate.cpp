@@ -3,8 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "ptx/tile_scheduler.h"
-#include "runtime/status.h"
+#include "api/src/errors.h"
 
 namespace ggemm {
 namespace {
@@ -58,9 +57,9 @@ ggemm_status check_rows(int64_t m) {
 }
 
 // m x n outputs of one launch: the kernels' tile walk counts a group's tiles
-// in 32 bits, which holds up to kMaxOutputElements (ptx/tile_scheduler.h).
+// in 32 bits, which holds up to max_output_elements().
 ggemm_status check_output_elements(int64_t m, int64_t n, const char *n_name, int64_t n_value, const char *output) {
-  if (m > 0 && uint64_t(m) * uint64_t(n) > kMaxOutputElements)
+  if (m > 0 && uint64_t(m) * uint64_t(n) > max_output_elements())
     return fail(GGEMM_STATUS_INVALID_DIMENSION,
                 "m = %lld and %s = %lld: %s would have %lld x %lld elements, more than the 2^42 (8 TiB of bf16) "
                 "one call supports",

@@ -3,11 +3,18 @@
 // argument.
 #pragma once
 #include "ggemm.h"
+#include "runtime/device.h"
+#include "runtime/plan.h"
 
 namespace ggemm {
 
 ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *args);
 ggemm_status validate_lora_shrink_args(const ggemm_lora_shrink_qkv_args *args);
 ggemm_status validate_lora_expand_args(const ggemm_lora_expand_qkv_args *args);
+
+// The optional config override (NULL passes) against the kernels the
+// device's architecture has (api/src/validate_config.cpp).
+ggemm_status validate_config(const ggemm_config *config, Arch arch, const DeviceProps &props,
+                             const GroupedShape &shape);
 
 }  // namespace ggemm

@@ -1,8 +1,9 @@
-// The one table of sm_100a grouped-GEMM instantiations (issue 5). The kernels
-// files expand it into extern "C" entry points named
+// The one table of sm_100a grouped-GEMM instantiations. The kernels files
+// expand it into extern "C" entry points named
 //   ggemm_sm100_grouped_<in>_<out>_<kmajor|mnmajor>_m<tile_m>
-// (with _cta2 appended for cta_group 2) and the runtime builds the same
-// names (sm100_kernel_name()).
+// (with _cta2 appended for cta_group 2), and the runtime into its registry of
+// the same entry points (runtime/kernel_registry.cpp), both through
+// GGEMM_SM100_KERNEL_NAME.
 //
 // X(elem, elem_name, out, out_name, layout, layout_name, tile_m, cta_group, suffix)
 // where suffix is empty for cta_group 1 and _cta2 for cta_group 2.
@@ -13,6 +14,8 @@
 // GGEMM_SM90_MAX_TILE_M). cta_group 2 splits the tokens between the two CTAs
 // of a pair, so it starts at tile_m 32 (16 tokens each).
 #pragma once
+
+#define GGEMM_SM100_KERNEL_NAME(EN, ON, LN, TM, SUF) ggemm_sm100_grouped_##EN##_##ON##_##LN##_m##TM##SUF
 
 #define GGEMM_SM100_FOR_TILE_M(X, E, EN, O, ON, L, LN) \
   X(E, EN, O, ON, L, LN, 16, 1, )                      \

@@ -8,6 +8,6 @@
 
 #define GGEMM_SM100_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM, CG, SUFFIX)                                  \
   extern "C" __global__ void __launch_bounds__(ggemm::sm100::kThreads, 1)                                 \
-      ggemm_sm100_grouped_##EN##_##ON##_##LN##_m##TM##SUFFIX(const __grid_constant__ ggemm::GroupedGemmParams p) { \
+      GGEMM_SM100_KERNEL_NAME(EN, ON, LN, TM, SUFFIX)(const __grid_constant__ ggemm::GroupedGemmParams p) { \
     ggemm::sm100::GroupedGemmSm100<E, O, TM, L, CG>::run(p);                                              \
   }

@@ -1,10 +1,17 @@
 // The one table of sm_90a grouped-GEMM instantiations. The kernels files
-// expand it into extern "C" entry points; the runtime builds the same names
-// with sm90_kernel_name() (runtime/heuristics.cpp), and a CPU test checks
-// that every config the rules accept names a kernel of this table.
+// expand it into extern "C" entry points (kernels_entry.cuh) and the runtime
+// into its registry of the same entry points (runtime/kernel_registry.cpp),
+// both naming each one with the macros below; a CPU test checks that every
+// plan the rules make names a kernel of this table and that every kernel is
+// reachable.
 //
 // X(elem, elem_name, out, out_name, layout, layout_name, tile_m, cluster_m, suffix)
 #pragma once
+
+// The entry points' names.
+#define GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF) ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF
+#define GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM
+#define GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM##_split8
 
 // tile_m 16..128 for every output dtype; 256 only for 16-bit outputs (fp32
 // staging of 256 tokens x 128 features is 128 KB and the m256 fp32 epilogue

@@ -8,7 +8,7 @@
 
 #define GGEMM_SM90_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                            \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                    \
-      ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF(const __grid_constant__ ggemm::GroupedGemmParams p) { \
+      GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF)(const __grid_constant__ ggemm::GroupedGemmParams p) { \
     using namespace ggemm::sm90;                                                              \
     GroupedGemmSm90<E, O, TM, L, CL>::run(p);                                                 \
   }
@@ -17,12 +17,12 @@
 // runtime sizes the grid by it, runtime/launch_grouped.cpp).
 #define GGEMM_SM90_DEFINE_SHORT_K_KERNEL(E, EN, O, ON, TM)                                                   \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kShortKThreads, ggemm::sm90::kShortKMinBlocksPerSm) \
-      ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM(const __grid_constant__ ggemm::GroupedGemmParams p) {     \
+      GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::GroupedGemmParams p) {     \
     ggemm::sm90::ShortKGroupedGemmSm90<E, O, TM>::run(p);                                                   \
   }
 #define GGEMM_SM90_DEFINE_SHORT_K_SPLIT_KERNEL(E, EN, O, ON, TM)                                             \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kShortKThreads, ggemm::sm90::kShortKMinBlocksPerSm) \
-      ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM##_split8(const __grid_constant__ ggemm::GroupedGemmParams p) { \
+      GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::GroupedGemmParams p) { \
     static_assert(ggemm::sm90::kShortKSplit == 8, "the entry points' names say _split8");                       \
     ggemm::sm90::ShortKGroupedGemmSm90<E, O, TM, ggemm::sm90::kShortKSplit>::run(p);                             \
   }

@@ -1,0 +1,157 @@
+#include <algorithm>
+#include <atomic>
+
+#include "ptx/tile_scheduler.h"
+#include "runtime/plan_rules.h"
+
+namespace ggemm {
+
+uint32_t dtype_bytes(ggemm_dtype t) { return t == GGEMM_DTYPE_FP32 ? 4 : 2; }
+
+const char *dtype_name(ggemm_dtype t) {
+  switch (t) {
+    case GGEMM_DTYPE_BF16: return "bf16";
+    case GGEMM_DTYPE_FP16: return "fp16";
+    case GGEMM_DTYPE_FP32: return "fp32";
+  }
+  return "?";
+}
+
+uint64_t max_output_elements() { return kMaxOutputElements; }
+
+bool spans_segments(const GroupedShape &s) {
+  const bool splits = s.split0 != 0 || s.split1 != 0;
+  return splits && !s.a_planes && s.epilogue != GGEMM_EPILOGUE_ACCUMULATE;
+}
+
+int64_t column_blocks(const GroupedShape &s) {
+  // A scheduler with no active group reads no routing array: only its column count.
+  const GroupedProblem counting{nullptr,           nullptr,           0, uint32_t(s.m), uint32_t(s.n), 0,
+                                uint32_t(s.split0), uint32_t(s.split1), spans_segments(s) ? 1u : 0u};
+  return GroupedTileScheduler(counting, 1, kGroupedTileN).col_blocks();
+}
+
+int64_t row_block_bound(const GroupedShape &s, uint32_t tile_m) {
+  const int64_t max_rows = max_rows_bound(s);
+  return std::min<int64_t>(s.num_groups * ((max_rows + tile_m - 1) / tile_m),
+                           (s.m + tile_m - 1) / tile_m + s.num_groups);
+}
+
+int64_t max_rows_bound(const GroupedShape &s) {
+  return s.max_rows_per_group > 0 ? std::min(s.max_rows_per_group, s.m) : s.m;
+}
+
+int64_t typical_rows(const GroupedShape &s, int64_t max_rows) {
+  return std::min<int64_t>((s.m + s.num_groups - 1) / s.num_groups, max_rows);
+}
+
+namespace {
+
+// The token tile by group size. Small groups: the smallest tile holding the
+// largest group, so decode-sized groups (1..16 rows) waste little. Large
+// groups: 128, or 256 when the average group has 256 rows or more — a
+// 128 x 256 tile moves 85 instead of 64 FLOPs per byte from L2, which bounds
+// these kernels, while for ~128-row groups it wastes half of every tile.
+// Partial row blocks run narrower MMAs in the kernel, so a large tile costs
+// little at group ends.
+uint32_t size_tile_m(Arch arch, const GroupedShape &s, int64_t max_rows) {
+  const int64_t avg_rows = typical_rows(s, max_rows);
+  if (max_rows <= 16) return 16;
+  if (max_rows <= 32) return 32;
+  if (max_rows <= 64) return 64;
+  const bool tile256_ok = persistent_tile_exists(arch, s.c_dtype, 256) &&
+                          (s.epilogue != GGEMM_EPILOGUE_ACCUMULATE || accumulate_supported(arch, 256));
+  // Skewed routing, as far as the caller's bound tells (its largest group
+  // more than 4x the average; Zipf-like): most groups then hold fewer rows
+  // than the average, which overstates the typical group, and 128 wins
+  // (measured: docs/performance.md). Without a bound (max_rows is M)
+  // nothing is known of the skew: the average decides.
+  const bool skewed = max_rows < s.m && max_rows > 4 * avg_rows;
+  return avg_rows >= 256 && tile256_ok && !skewed ? 256 : 128;
+}
+
+}  // namespace
+
+uint32_t auto_tile_m(Arch arch, const GroupedShape &s, int sm_count) {
+  uint32_t tile_m = size_tile_m(arch, s, max_rows_bound(s));
+  // Narrow outputs (LoRA shrink: 3R columns, one or two column tiles) make
+  // too few tiles to stream the activations on every SM; one SM moves a
+  // fraction of the device's bandwidth. Halve tile_m while fewer than three
+  // quarters of the SMs would get a tile (each halving doubles the weight
+  // tiles read from L2, so a few idle SMs are the better trade).
+  while (tile_m > 16 && 4 * row_block_bound(s, tile_m) * column_blocks(s) < 3 * int64_t(sm_count)) tile_m /= 2;
+  return tile_m;
+}
+
+uint32_t auto_swizzle(const GroupedShape &s) {
+  if (!s.transpose_b) return 128;  // [E, K, N] weights: 128B MN-major boxes only
+  if (s.k <= 16) return 32;
+  if (s.k <= 32) return 64;
+  return 128;
+}
+
+TileChoice choose_tile(Arch arch, const DeviceProps &props, const GroupedShape &shape, const ggemm_config *o) {
+  TileChoice c;
+  if (o) {
+    c.cta_group = o->cta_group == 2 ? 2 : 1;
+    c.cluster_m = o->cluster_m == 2 ? 2 : 1;
+    c.tile_m = uint32_t(o->tile_m ? o->tile_m : o->mma_n);  // validated: mma_n is tile_m where both are set
+    c.swizzle_bytes = uint32_t(o->a_swizzle ? o->a_swizzle : o->b_swizzle);
+    if (o->tile_k) c.swizzle_bytes = uint32_t(o->tile_k) * 2;
+    c.stages = uint32_t(o->stages);
+  }
+  if (!c.tile_m)
+    c.tile_m = std::max<uint32_t>(auto_tile_m(arch, shape, props.sm_count), min_cluster_tile_m(arch, c.cta_group));
+  if (!c.swizzle_bytes) c.swizzle_bytes = auto_swizzle(shape);
+  return c;
+}
+
+Status refuse_fit(const TileChoice &c, const GroupedShape &shape, const DeviceProps &props, uint32_t fit) {
+  return error(GGEMM_STATUS_INVALID_CONFIG,
+               "tile_m %u with %u-byte swizzle and %s output leaves room for %u pipeline stage(s) in %d bytes "
+               "of shared memory; at least 2 are needed",
+               c.tile_m, c.swizzle_bytes, dtype_name(shape.c_dtype), fit, props.smem_optin);
+}
+
+Status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &props) {
+  return error(GGEMM_STATUS_INVALID_CONFIG,
+               "config->stages = %u: this config fits 2..%u stages in the device's %d bytes of opt-in shared "
+               "memory",
+               stages, fit, props.smem_optin);
+}
+
+int64_t max_clusters(const KernelPlan &plan, const GroupedShape &shape, const DeviceProps &props) {
+  const int64_t col_blocks = column_blocks(shape);
+  const int64_t pair_col_blocks =
+      plan.persistent() && plan.cluster_size == 2 ? (col_blocks + 1) / 2 + 2 : col_blocks;  // + 2: segment ends
+  const int64_t by_sms = int64_t(props.sm_count) * plan.ctas_per_sm / plan.cluster_size;
+  return std::max<int64_t>(1, std::min<int64_t>(by_sms, row_block_bound(shape, plan.tile_m) * pair_col_blocks));
+}
+
+namespace {
+std::atomic<PlanRequest::Sm90ShortK> g_sm90_short_k{PlanRequest::Sm90ShortK::kAutomatic};
+std::atomic<uint32_t> g_sm90_k_slices{0};
+}  // namespace
+
+void set_plan_request_for_testing(const PlanRequest &request) {
+  g_sm90_short_k.store(request.sm90_short_k, std::memory_order_relaxed);
+  g_sm90_k_slices.store(request.sm90_k_slices, std::memory_order_relaxed);
+}
+
+PlanRequest plan_request_for_testing() {
+  PlanRequest r;
+  r.sm90_short_k = g_sm90_short_k.load(std::memory_order_relaxed);
+  r.sm90_k_slices = g_sm90_k_slices.load(std::memory_order_relaxed);
+  return r;
+}
+
+StatusOr<KernelPlan> plan_for(const DeviceProps &props, Arch arch, const GroupedShape &shape,
+                                    const ggemm_config *config) {
+  switch (arch) {
+    case Arch::kSm90a: return plan_sm90(props, shape, config, plan_request_for_testing());
+    case Arch::kSm100a: return plan_sm100(props, shape, config);
+  }
+  return error(GGEMM_STATUS_INTERNAL_ERROR, "no planner for architecture %d", int(arch));
+}
+
+}  // namespace ggemm

@@ -1,0 +1,54 @@
+// sm_100a plans (compiled and unit-tested; never run on Blackwell hardware).
+// One kernel family, the persistent tcgen05 kernel: its token tile and
+// swizzle from the shared rules (plan_common.cpp) or the config, cta_group 2
+// only when the config asks for it (no Blackwell GPU has measured the
+// difference), and every stage that fits.
+#include <algorithm>
+
+#include "ptx/grouped_params.h"
+#include "ptx/sm100/smem_layout.h"
+#include "ptx/sm90/smem_layout.h"
+#include "runtime/plan_rules.h"
+
+namespace ggemm {
+
+StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &shape,
+                                      const ggemm_config *config) {
+  const TileChoice tile = choose_tile(Arch::kSm100a, props, shape, config);
+  KernelPlan p;
+  p.kernel = find_kernel(Arch::kSm100a, KernelFamily::kPersistent, shape.a_dtype, shape.c_dtype, shape.transpose_b,
+                         tile.tile_m, tile.cta_group);
+  if (!p.kernel)
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "no sm_100a kernel for %s->%s tile_m %u cta_group %u",
+                 dtype_name(shape.a_dtype), dtype_name(shape.c_dtype), tile.tile_m, tile.cta_group);
+  p.tile_m = tile.tile_m;
+  p.tile_n = sm100::kTileN;  // each CTA's weight rows (and TMA box), whatever the cta_group
+  p.swizzle_bytes = tile.swizzle_bytes;
+  p.cluster_size = tile.cta_group;
+  p.weights_box_rows = kmajor_box_rows(shape.transpose_b, p.cluster_size, shape.n, p.tile_n);
+  // The epilogue reads tensor memory and stores to global memory directly, so
+  // shared memory holds only the pipeline and barriers: every stage that fits.
+  const uint32_t fit = sm100::max_stages(p.tile_m, p.swizzle_bytes, uint32_t(props.smem_optin), p.cluster_size);
+  if (fit < 2) return refuse_fit(tile, shape, props, fit);
+  p.stages = tile.stages;
+  if (p.stages == 0) {
+    p.stages = fit;
+  } else if (p.stages > fit || p.stages < 2) {
+    return refuse_stages(p.stages, fit, props);
+  }
+  p.threads = sm100::kThreads;
+  // At least half the opt-in shared memory, so one CTA runs per SM: each
+  // allocates up to all 512 tensor-memory columns (two tile_m 256
+  // accumulators), and a second CTA on the SM would wait for the first to
+  // finish.
+  p.smem_bytes = std::max<uint32_t>(
+      sm100::make_smem_layout(p.tile_m, p.swizzle_bytes, p.stages, p.cluster_size).total_bytes(),
+      uint32_t(props.smem_optin) / 2 + 1);
+  // The sm_100a epilogue stores from registers and never reads tmap_out; the
+  // maps are encoded as for sm_90a all the same, so the params mean one thing.
+  p.out_box_tokens = sm90::sm90_epilogue_stage_tokens(p.tile_m);
+  p.max_clusters = max_clusters(p, shape, props);
+  return p;
+}
+
+}  // namespace ggemm
