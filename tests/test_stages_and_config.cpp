@@ -1,6 +1,6 @@
-// Stage selection from shared memory, the sm_90a and sm_100a config rules
+// Stage selection from shared memory, the sm_90a and sm_100a plans
 // (automatic choices and every refused override), the agreement between the
-// runtime's kernel names and each architecture's kernel table, and which
+// runtime's kernel registry and each architecture's kernel table, and which
 // devices get which kernels.
 #include <gtest/gtest.h>
 
@@ -21,12 +21,86 @@
 #include "ptx/sm90/kernel_table.h"
 #include "ptx/sm90/short_k_layout.h"
 #include "ptx/sm90/smem_layout.h"
+#include "api/src/errors.h"
+#include "api/src/validate.h"
 #include "runtime/device.h"
-#include "runtime/heuristics.h"
-#include "runtime/status.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/plan.h"
 
 namespace ggemm {
 namespace {
+
+// The fields of a plan the override tests expect.
+struct PlannedTile {
+  uint32_t tile_m, tile_n, swizzle_bytes, stages;
+};
+
+// A call as these tests describe it: the plan's shape, and what a test
+// forces through the plan's test request (runtime/plan.h, PlanRequest).
+struct CallShape : GroupedShape {
+  int short_k_request = 0;        // -1: never a short-K kernel; 1: wherever one can run
+  uint32_t k_slices_request = 0;  // sm_90a slices of K per stage; 0 = automatic
+};
+
+PlanRequest request_of(const CallShape &s) {
+  PlanRequest r;
+  r.sm90_short_k = s.short_k_request < 0   ? PlanRequest::Sm90ShortK::kNever
+                   : s.short_k_request > 0 ? PlanRequest::Sm90ShortK::kWherePossible
+                                           : PlanRequest::Sm90ShortK::kAutomatic;
+  r.sm90_k_slices = s.k_slices_request;
+  return r;
+}
+
+// A plan as the C ABI would report it: the config checks of the API layer,
+// then the plan; a refusal leaves its message as the thread's last error.
+ggemm_status take_plan(const StatusOr<KernelPlan> &plan, KernelPlan *out) {
+  if (!plan.ok()) return report(plan.status());
+  *out = const_cast<StatusOr<KernelPlan> &>(plan).value();
+  return GGEMM_STATUS_SUCCESS;
+}
+
+// The sm_90a persistent kernel's plan (short-K kernels ruled out).
+ggemm_status sm90_persistent_plan(const DeviceProps &props, const CallShape &s, const ggemm_config *o,
+                                  KernelPlan *out) {
+  GGEMM_TRY(validate_config(o, Arch::kSm90a, props, s));
+  PlanRequest r = request_of(s);
+  r.sm90_short_k = PlanRequest::Sm90ShortK::kNever;
+  return take_plan(plan_sm90(props, s, o, r), out);
+}
+
+ggemm_status sm100_plan(const DeviceProps &props, const CallShape &s, const ggemm_config *o, KernelPlan *out) {
+  GGEMM_TRY(validate_config(o, Arch::kSm100a, props, s));
+  return take_plan(plan_sm100(props, s, o), out);
+}
+
+// The tile of the sm_90a plan when it is of `family`, else 0.
+uint32_t sm90_tile_if(KernelFamily family, const DeviceProps &props, const CallShape &s, const ggemm_config *o) {
+  StatusOr<KernelPlan> plan = plan_sm90(props, s, o, request_of(s));
+  return plan.ok() && plan->family() == family ? plan->tile_m : 0u;
+}
+uint32_t sm90_short_k_tile(const DeviceProps &props, const CallShape &s, const ggemm_config *o) {
+  return sm90_tile_if(KernelFamily::kShortK, props, s, o);
+}
+uint32_t sm90_short_k_split_tile(const DeviceProps &props, const CallShape &s, const ggemm_config *o) {
+  return sm90_tile_if(KernelFamily::kShortKSplit, props, s, o);
+}
+
+// A kernel's name in the registry, or "" when it has none.
+std::string registry_name(Arch arch, KernelFamily family, ggemm_dtype a, ggemm_dtype c, bool kmajor,
+                          uint32_t tile_m, uint32_t cluster) {
+  const KernelEntry *e = find_kernel(arch, family, a, c, kmajor, tile_m, cluster);
+  return e ? e->name : "";
+}
+std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool kmajor, uint32_t tile_m, uint32_t cluster_m) {
+  return registry_name(Arch::kSm90a, KernelFamily::kPersistent, a, c, kmajor, tile_m, cluster_m);
+}
+std::string sm90_short_k_kernel_name(ggemm_dtype a, ggemm_dtype c, uint32_t tile_m, uint32_t splits = 1) {
+  return registry_name(Arch::kSm90a, splits > 1 ? KernelFamily::kShortKSplit : KernelFamily::kShortK, a, c, true,
+                       tile_m, splits);
+}
+std::string sm100_kernel_name(ggemm_dtype a, ggemm_dtype c, bool kmajor, uint32_t tile_m, uint32_t cta_group) {
+  return registry_name(Arch::kSm100a, KernelFamily::kPersistent, a, c, kmajor, tile_m, cta_group);
+}
 
 // ---- (a) stages from shared memory --------------------------------------------
 
@@ -171,9 +245,9 @@ DeviceProps h200() {
   return p;
 }
 
-GroupedShape shape(int64_t max_rows = 4096, int64_t k = 4096, bool transpose_b = true,
+CallShape shape(int64_t max_rows = 4096, int64_t k = 4096, bool transpose_b = true,
                    ggemm_dtype c = GGEMM_DTYPE_BF16) {
-  GroupedShape s;
+  CallShape s;
   s.a_dtype = GGEMM_DTYPE_BF16;
   s.c_dtype = c;
   s.m = 64 * 200;  // 200-row groups on average: the automatic tile_m is 128
@@ -191,72 +265,72 @@ ggemm_config blank_config() {
   return c;
 }
 
-TEST(ChooseSm90Config, TileM256OnlyForLargeGroups) {
+TEST(Sm90Plan, TileM256OnlyForLargeGroups) {
   // Average group of 256 rows or more (and no larger than the largest): 256.
-  GroupedShape big = shape(1024);
+  CallShape big = shape(1024);
   big.m = 64 * 256;
-  Sm90Config cfg;
-  ASSERT_EQ(choose_sm90_config(h200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  KernelPlan cfg;
+  ASSERT_EQ(sm90_persistent_plan(h200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   EXPECT_EQ(cfg.tile_m, 256u);
   // 255-row average: 128.
-  GroupedShape below = big;
+  CallShape below = big;
   below.m = 64 * 255;
-  ASSERT_EQ(choose_sm90_config(h200(), below, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(sm90_persistent_plan(h200(), below, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 128u);
   // Skewed routing: the largest group more than 4x the average (Zipf-like)
   // takes 128; up to 4x, and with no bound (0, or M: nothing known), the
   // average decides.
-  GroupedShape skewed = big;
+  CallShape skewed = big;
   skewed.max_rows_per_group = 4 * 256 + 1;
-  ASSERT_EQ(choose_sm90_config(h200(), skewed, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(sm90_persistent_plan(h200(), skewed, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 128u);
   for (int64_t bound : {int64_t(0), big.m}) {
-    GroupedShape unknown = big;
+    CallShape unknown = big;
     unknown.max_rows_per_group = bound;
-    ASSERT_EQ(choose_sm90_config(h200(), unknown, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    ASSERT_EQ(sm90_persistent_plan(h200(), unknown, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
     EXPECT_EQ(cfg.tile_m, 256u) << "max_rows_per_group " << bound;
   }
   // The average never counts above the largest group.
-  GroupedShape capped = big;
+  CallShape capped = big;
   capped.max_rows_per_group = 200;
-  ASSERT_EQ(choose_sm90_config(h200(), capped, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(sm90_persistent_plan(h200(), capped, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 128u);
   // No 256 for fp32 output (not instantiated) or the accumulate epilogue
   // (not offered at 256).
-  GroupedShape fp32 = big;
+  CallShape fp32 = big;
   fp32.c_dtype = GGEMM_DTYPE_FP32;
-  ASSERT_EQ(choose_sm90_config(h200(), fp32, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(sm90_persistent_plan(h200(), fp32, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 128u);
-  GroupedShape acc = big;
+  CallShape acc = big;
   acc.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
-  ASSERT_EQ(choose_sm90_config(h200(), acc, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(sm90_persistent_plan(h200(), acc, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 128u);
 }
 
-TEST(ChooseSm90Config, TileMGrowsWithRowsPerGroup) {
+TEST(Sm90Plan, TileMGrowsWithRowsPerGroup) {
   const struct {
     int64_t rows;
     uint32_t tile_m;
   } cases[] = {{1, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}, {65, 128}, {4096, 128}};
   for (const auto &c : cases) {
-    Sm90Config cfg;
-    ASSERT_EQ(choose_sm90_config(h200(), shape(c.rows), nullptr, &cfg), GGEMM_STATUS_SUCCESS)
+    KernelPlan cfg;
+    ASSERT_EQ(sm90_persistent_plan(h200(), shape(c.rows), nullptr, &cfg), GGEMM_STATUS_SUCCESS)
         << ggemm_last_error_message();
     EXPECT_EQ(cfg.tile_m, c.tile_m) << "max_rows_per_group " << c.rows;
   }
   // max_rows_per_group 0 means "M": a 10-row call gets the decode tile.
-  GroupedShape s = shape(0);
+  CallShape s = shape(0);
   s.m = 10;
-  Sm90Config cfg;
-  ASSERT_EQ(choose_sm90_config(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  KernelPlan cfg;
+  ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 16u);
 }
 
 // LoRA shrink shapes (Llama-3-8B: K 4096, 8 adapters of 512 tokens): one or
 // two column tiles per row block, so tile_m halves until at least three
 // quarters of the 132 SMs get a tile.
-TEST(ChooseSm90Config, NarrowOutputsHalveTileMToFillTheSms) {
-  GroupedShape s = shape(512);
+TEST(Sm90Plan, NarrowOutputsHalveTileMToFillTheSms) {
+  CallShape s = shape(512);
   s.m = 4096;
   s.num_groups = 8;
   const struct {
@@ -269,39 +343,39 @@ TEST(ChooseSm90Config, NarrowOutputsHalveTileMToFillTheSms) {
       {32, 256}, // wide N: already 8 x 2 x 32 = 512 tiles at 256
   };
   for (const auto &c : cases) {
-    s.col_blocks = c.col_blocks;
-    Sm90Config cfg;
-    ASSERT_EQ(choose_sm90_config(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    s.n = c.col_blocks * int64_t(kGroupedTileN);
+    KernelPlan cfg;
+    ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
     EXPECT_EQ(cfg.tile_m, c.tile_m) << c.col_blocks << " column tiles";
   }
   // Never below 16, however few the tiles.
   s.m = 16;
   s.num_groups = 1;
   s.max_rows_per_group = 16;
-  s.col_blocks = 1;
-  Sm90Config cfg;
-  ASSERT_EQ(choose_sm90_config(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  s.n = 48;
+  KernelPlan cfg;
+  ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 16u);
 }
 
 // K-sliced stages where the views allow them (K-major, no cluster, 128-byte
 // swizzle, K a multiple of 64) and the stage count is automatic: the fewest
 // slices (1, 2 or 4) that load >= 20 KB per stage ((box rows + tile_m) x 128
-// bytes a slice), where K covers two such stages and 3 fit; GGEMM_K_SLICES
+// bytes a slice), where K covers two such stages and 3 fit; the test request
 // (k_slices_request) forces 1, 2 or 4 where 2 stages fit.
-TEST(ChooseSm90Config, KSlicedStagesWhereTheViewsAllowAndTheStagesAreSmall) {
-  auto slices = [](GroupedShape s, const ggemm_config *o = nullptr) {
-    Sm90Config cfg;
-    EXPECT_EQ(choose_sm90_config(h200(), s, o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+TEST(Sm90Plan, KSlicedStagesWhereTheViewsAllowAndTheStagesAreSmall) {
+  auto slices = [](CallShape s, const ggemm_config *o = nullptr) {
+    KernelPlan cfg;
+    EXPECT_EQ(sm90_persistent_plan(h200(), s, o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
     return cfg.k_slices;
   };
-  GroupedShape shrink = shape(512);  // LoRA shrink R 16: tile_m 32, 3R = 48, K 4096: 10 KB a slice
+  CallShape shrink = shape(512);  // LoRA shrink R 16: tile_m 32, 3R = 48, K 4096: 10 KB a slice
   shrink.m = 4096;
   shrink.num_groups = 8;
   shrink.n = 48;
   EXPECT_EQ(slices(shrink), 2u);
-  Sm90Config cfg;
-  ASSERT_EQ(choose_sm90_config(h200(), shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  KernelPlan cfg;
+  ASSERT_EQ(sm90_persistent_plan(h200(), shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 32u);
   EXPECT_EQ(cfg.weights_box_rows, 48u);
   // One multiplying warpgroup (N 48 <= 64): 10 stages where both would leave 7.
@@ -309,10 +383,10 @@ TEST(ChooseSm90Config, KSlicedStagesWhereTheViewsAllowAndTheStagesAreSmall) {
   EXPECT_EQ(cfg.stages, sm90::max_stages(32, 128, 2, 232448, 1, 2, 48, 1));
   EXPECT_EQ(cfg.stages, 10u);
   EXPECT_EQ(sm90::max_stages(32, 128, 2, 232448, 1, 2, 48), 7u);
-  GroupedShape decode_shrink = shrink;  // M 64 over 8 adapters: tile_m 16, 8 KB a slice
+  CallShape decode_shrink = shrink;  // M 64 over 8 adapters: tile_m 16, 8 KB a slice
   decode_shrink.m = 64;
   decode_shrink.max_rows_per_group = 8;
-  ASSERT_EQ(choose_sm90_config(h200(), decode_shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(sm90_persistent_plan(h200(), decode_shrink, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 16u);
   EXPECT_EQ(cfg.k_slices, 4u);
   EXPECT_EQ(slices(shape(16)), 2u);                        // decode tiles, N 4096: 18 KB a slice
@@ -322,58 +396,57 @@ TEST(ChooseSm90Config, KSlicedStagesWhereTheViewsAllowAndTheStagesAreSmall) {
   EXPECT_EQ(slices(shape(16, 4160 + 8)), 1u);              // K not a multiple of 64
   EXPECT_EQ(slices(shape(16, 128)), 1u);                   // K under two 2-slice stages
   EXPECT_EQ(slices(shape(16, 256)), 2u);
-  GroupedShape narrow = decode_shrink;  // 4 slices, but K under two 4-slice stages
+  CallShape narrow = decode_shrink;  // 4 slices, but K under two 4-slice stages
   narrow.k = 448;
   EXPECT_EQ(slices(narrow), 2u);
   narrow.k = 512;
   EXPECT_EQ(slices(narrow), 4u);
-  GroupedShape r64 = shrink;  // LoRA shrink R 64: tile_m 64, 128-row boxes: 24 KB a slice
-  r64.n = 192;
-  r64.col_blocks = 2;
-  ASSERT_EQ(choose_sm90_config(h200(), r64, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  CallShape r64 = shrink;  // LoRA shrink R 64: tile_m 64, 128-row boxes: 24 KB a slice
+  r64.n = 192;  // two column blocks
+  ASSERT_EQ(sm90_persistent_plan(h200(), r64, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 64u);
   EXPECT_EQ(cfg.k_slices, 1u);
   // The GPU tests' K-sliced cases (test_gpu_grouped.cpp, sliced*).
-  GroupedShape gpu_wide = shape(16, 576, true, GGEMM_DTYPE_FP16);
+  CallShape gpu_wide = shape(16, 576, true, GGEMM_DTYPE_FP16);
   gpu_wide.m = 40, gpu_wide.n = 200, gpu_wide.num_groups = 5;
   EXPECT_EQ(slices(gpu_wide), 2u);
-  GroupedShape gpu_two = shape(16, 448);
+  CallShape gpu_two = shape(16, 448);
   gpu_two.m = 72, gpu_two.n = 1024, gpu_two.num_groups = 8;
   EXPECT_EQ(slices(gpu_two), 2u);
-  GroupedShape gpu_narrow = shape(31, 1088, true, GGEMM_DTYPE_FP32);  // few tiles: tile_m halves to 16
+  CallShape gpu_narrow = shape(31, 1088, true, GGEMM_DTYPE_FP32);  // few tiles: tile_m halves to 16
   gpu_narrow.a_dtype = GGEMM_DTYPE_FP16;
   gpu_narrow.m = 58, gpu_narrow.n = 48, gpu_narrow.num_groups = 3, gpu_narrow.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
   EXPECT_EQ(slices(gpu_narrow), 4u);
-  GroupedShape gpu_four = shape(16, 1088, true, GGEMM_DTYPE_FP32);
+  CallShape gpu_four = shape(16, 1088, true, GGEMM_DTYPE_FP32);
   gpu_four.m = 36, gpu_four.n = 40, gpu_four.num_groups = 4;
   EXPECT_EQ(slices(gpu_four), 4u);
   ggemm_config stages = blank_config();
   stages.stages = 6;
   EXPECT_EQ(slices(shape(16), &stages), 1u);  // a requested stage count keeps one slice per stage
-  GroupedShape forced_off = shrink;
+  CallShape forced_off = shrink;
   forced_off.k_slices_request = 1;
   EXPECT_EQ(slices(forced_off), 1u);
-  GroupedShape forced_on = shape(16, 128);  // K of one 2-slice stage: off by the rules
+  CallShape forced_on = shape(16, 128);  // K of one 2-slice stage: off by the rules
   forced_on.k_slices_request = 4;
   EXPECT_EQ(slices(forced_on), 4u);
-  GroupedShape wide_tile = shape(4096);  // tile_m 128: off by the rules; 3 stages of 2 slices fit
+  CallShape wide_tile = shape(4096);  // tile_m 128: off by the rules; 3 stages of 2 slices fit
   wide_tile.k_slices_request = 2;
   EXPECT_EQ(slices(wide_tile), 2u);
   wide_tile.k_slices_request = 4;  // not even 2 stages of 4 slices fit
   EXPECT_EQ(slices(wide_tile), 1u);
 }
 
-TEST(ChooseSm90Config, SwizzleFollowsK) {
+TEST(Sm90Plan, SwizzleFollowsK) {
   const struct {
     int64_t k;
     uint32_t swizzle;
   } cases[] = {{8, 32}, {16, 32}, {24, 64}, {32, 64}, {40, 128}, {64, 128}, {7168, 128}};
   for (const auto &c : cases) {
-    Sm90Config cfg;
-    ASSERT_EQ(choose_sm90_config(h200(), shape(4096, c.k, true), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    KernelPlan cfg;
+    ASSERT_EQ(sm90_persistent_plan(h200(), shape(4096, c.k, true), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
     EXPECT_EQ(cfg.swizzle_bytes, c.swizzle) << "K-major, k " << c.k;
     // [E, K, N] weights only have the 128-byte MN-major path.
-    ASSERT_EQ(choose_sm90_config(h200(), shape(4096, c.k, false), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    ASSERT_EQ(sm90_persistent_plan(h200(), shape(4096, c.k, false), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
     EXPECT_EQ(cfg.swizzle_bytes, 128u) << "MN-major, k " << c.k;
   }
 }
@@ -381,12 +454,12 @@ TEST(ChooseSm90Config, SwizzleFollowsK) {
 // Automatic stages: every one that fits, except when the whole K fits in the
 // ring (two epilogue buffers then): at most 8, or two tiles' stages, since
 // each stage costs barrier inits at kernel entry (NOTES v0.14).
-TEST(ChooseSm90Config, AutomaticStagesFillSharedMemoryUnlessTheWholeKFits) {
+TEST(Sm90Plan, AutomaticStagesFillSharedMemoryUnlessTheWholeKFits) {
   for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
     for (int64_t rows : {1, 20, 50, 500})
       for (int64_t k : {16, 32, 512, 1024}) {
-        Sm90Config cfg;
-        ASSERT_EQ(choose_sm90_config(h200(), shape(rows, k, true, out), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+        KernelPlan cfg;
+        ASSERT_EQ(sm90_persistent_plan(h200(), shape(rows, k, true, out), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
         const uint32_t fit = expected_stages(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), 232448,
                                              cfg.staging_buffers, cfg.k_slices, cfg.weights_box_rows);
         // Two epilogue buffers exactly when the whole K fits in the pipeline
@@ -404,43 +477,43 @@ TEST(ChooseSm90Config, AutomaticStagesFillSharedMemoryUnlessTheWholeKFits) {
 
 // Runs choose_sm90_config with `o` and expects `status` and a message naming
 // every string in `names`.
-void expect_refused(const ggemm_config &o, const GroupedShape &s, ggemm_status status,
+void expect_refused(const ggemm_config &o, const CallShape &s, ggemm_status status,
                     std::vector<std::string> names) {
   clear_error();
-  Sm90Config cfg;
-  EXPECT_EQ(choose_sm90_config(h200(), s, &o, &cfg), status);
+  KernelPlan cfg;
+  EXPECT_EQ(sm90_persistent_plan(h200(), s, &o, &cfg), status);
   const std::string msg = ggemm_last_error_message();
   for (const std::string &n : names) EXPECT_NE(msg.find(n), std::string::npos) << "message \"" << msg << "\" lacks \"" << n << "\"";
 }
 
-TEST(ChooseSm90Config, RefusesWrongStructSize) {
+TEST(Sm90Plan, RefusesWrongStructSize) {
   ggemm_config o = blank_config();
   o.struct_size = sizeof(ggemm_config) - 4;
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_VALUE, {"struct_size"});
 }
 
-TEST(ChooseSm90Config, RefusesCtaGroup2) {
+TEST(Sm90Plan, RefusesCtaGroup2) {
   ggemm_config o = blank_config();
   o.cta_group = 2;
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"cta_group", "sm_100a"});
 }
 
-TEST(ChooseSm90Config, PairsShareTheTokenTileOfPrefillTiles) {
+TEST(Sm90Plan, PairsShareTheTokenTileOfPrefillTiles) {
   // cluster_m 2: two CTAs along the weight rows share a 128- or 256-token
   // tile by multicast.
   ggemm_config o = blank_config();
   o.cluster_m = 2;
-  Sm90Config cfg;
-  ASSERT_EQ(choose_sm90_config(h200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  KernelPlan cfg;
+  ASSERT_EQ(sm90_persistent_plan(h200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   EXPECT_EQ(cfg.tile_m, 128u);
-  EXPECT_EQ(cfg.cluster_m, 2u);
+  EXPECT_EQ(cfg.cluster_size, 2u);
   EXPECT_EQ(cfg.stages, expected_stages(128, 128, 2, 232448));  // each CTA's layout is unchanged
   o.tile_m = 256;
-  ASSERT_EQ(choose_sm90_config(h200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-  EXPECT_EQ(cfg.cluster_m, 2u);
+  ASSERT_EQ(sm90_persistent_plan(h200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.cluster_size, 2u);
   // Automatic: no clusters.
-  ASSERT_EQ(choose_sm90_config(h200(), shape(), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.cluster_m, 1u);
+  ASSERT_EQ(sm90_persistent_plan(h200(), shape(), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.cluster_size, 1u);
   // Smaller token tiles have no pair kernel.
   o.tile_m = 64;
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cluster_m = 2", "tile_m is 64"});
@@ -454,7 +527,7 @@ TEST(ChooseSm90Config, PairsShareTheTokenTileOfPrefillTiles) {
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"cluster_n"});
 }
 
-TEST(ChooseSm90Config, RefusesMmaAndTileShapes) {
+TEST(Sm90Plan, RefusesMmaAndTileShapes) {
   ggemm_config o = blank_config();
   o.tile_n = 64;
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"tile_n"});
@@ -476,7 +549,7 @@ TEST(ChooseSm90Config, RefusesMmaAndTileShapes) {
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"mma_n"});
 }
 
-TEST(ChooseSm90Config, RefusesSwizzleAndTileK) {
+TEST(Sm90Plan, RefusesSwizzleAndTileK) {
   ggemm_config o = blank_config();
   o.a_swizzle = 96;
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"a_swizzle"});
@@ -503,19 +576,19 @@ TEST(ChooseSm90Config, RefusesSwizzleAndTileK) {
   expect_refused(o, shape(4096, 4096, false), GGEMM_STATUS_INVALID_CONFIG, {"config->a_swizzle", "transpose_b"});
 }
 
-TEST(ChooseSm90Config, TwoEpilogueBuffersOnlyWhenTheWholeKFits) {
+TEST(Sm90Plan, TwoEpilogueBuffersOnlyWhenTheWholeKFits) {
   // Short K (a LoRA expand, K = rank 16: one k-step): the call is bound by its
   // output stores, so the epilogue gets two buffers and the stages that fit
   // beside them.
-  GroupedShape lora = shape(4096, 16);
-  Sm90Config cfg;
-  ASSERT_EQ(choose_sm90_config(h200(), lora, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  CallShape lora = shape(4096, 16);
+  KernelPlan cfg;
+  ASSERT_EQ(sm90_persistent_plan(h200(), lora, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   EXPECT_EQ(cfg.staging_buffers, 2u);
   // Its one k-step per tile needs no deep ring: 8 stages, not the 20-odd that fit.
   EXPECT_GT(sm90::max_stages(cfg.tile_m, cfg.swizzle_bytes, 2, 232448, 2), 8u);
   EXPECT_EQ(cfg.stages, 8u);
   // Long K: one buffer, every stage that fits.
-  ASSERT_EQ(choose_sm90_config(h200(), shape(4096, 4096), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(sm90_persistent_plan(h200(), shape(4096, 4096), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.staging_buffers, 1u);
   EXPECT_EQ(cfg.stages, sm90::max_stages(cfg.tile_m, cfg.swizzle_bytes, 2, 232448, 1));
   // The second buffer costs exactly one buffer's bytes of pipeline room.
@@ -527,13 +600,13 @@ TEST(ChooseSm90Config, TwoEpilogueBuffersOnlyWhenTheWholeKFits) {
 // producer fills ahead of the epilogues (ptx/sm90/grouped_gemm.cuh), 2 at
 // least (the kernel frees a whole tile's slot one tile later); up to 4 when
 // the whole K fits beside them (short K, bound by the reads of C in flight).
-TEST(ChooseSm90Config, AccumulateRingOfOldCSlots) {
+TEST(Sm90Plan, AccumulateRingOfOldCSlots) {
   for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP32})
     for (int64_t k : {16, 64, 4096, 14336}) {
-      GroupedShape s = shape(4096, k, true, out);
+      CallShape s = shape(4096, k, true, out);
       s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
-      Sm90Config cfg;
-      ASSERT_EQ(choose_sm90_config(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+      KernelPlan cfg;
+      ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
       SCOPED_TRACE(::testing::Message() << "k " << k << ", out " << dtype_name(out));
       EXPECT_LE(cfg.tile_m, 128u);
       const uint32_t k_steps = sm90::k_stages(uint32_t(k), cfg.swizzle_bytes / 2, cfg.k_slices);
@@ -564,31 +637,31 @@ TEST(ChooseSm90Config, AccumulateRingOfOldCSlots) {
     }
   // A requested stage count that fits only beside 2 slots gets 2; one that
   // fits beside none is refused.
-  GroupedShape s = shape(4096, 16);
+  CallShape s = shape(4096, 16);
   s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
-  Sm90Config cfg;
-  ASSERT_EQ(choose_sm90_config(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  KernelPlan cfg;
+  ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   const uint32_t fit2 = sm90::max_stages(cfg.tile_m, cfg.swizzle_bytes, 2, 232448, 2, cfg.k_slices);
   const uint32_t fit4 = sm90::max_stages(cfg.tile_m, cfg.swizzle_bytes, 2, 232448, 4, cfg.k_slices);
   ASSERT_LT(fit4, fit2);
   ggemm_config o = blank_config();
   o.stages = int(fit2);
-  ASSERT_EQ(choose_sm90_config(h200(), s, &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  ASSERT_EQ(sm90_persistent_plan(h200(), s, &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   EXPECT_EQ(cfg.staging_buffers, 2u);
   EXPECT_EQ(cfg.stages, fit2);
   o.stages = int(fit2) + 1;
   expect_refused(o, s, GGEMM_STATUS_INVALID_CONFIG, {"stages"});
 }
 
-TEST(ChooseSm90Config, RefusesTileM256WithAccumulate) {
+TEST(Sm90Plan, RefusesTileM256WithAccumulate) {
   ggemm_config o = blank_config();
   o.tile_m = 256;
-  GroupedShape s = shape();
+  CallShape s = shape();
   s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
   expect_refused(o, s, GGEMM_STATUS_INVALID_CONFIG, {"config->tile_m", "accumulate"});
 }
 
-TEST(ChooseSm90Config, RefusesStages) {
+TEST(Sm90Plan, RefusesStages) {
   ggemm_config o = blank_config();
   o.stages = 1;  // a pipeline needs a stage to fill while one is consumed
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"stages"});
@@ -599,7 +672,7 @@ TEST(ChooseSm90Config, RefusesStages) {
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"stages"});
 }
 
-TEST(ChooseSm90Config, RefusesWhatDoesNotFitTwoStages) {
+TEST(Sm90Plan, RefusesWhatDoesNotFitTwoStages) {
   // A device with too little shared memory for the chosen tile: refused, not
   // launched with one stage.
   DeviceProps small = h200();
@@ -607,17 +680,17 @@ TEST(ChooseSm90Config, RefusesWhatDoesNotFitTwoStages) {
   ggemm_config o = blank_config();
   o.tile_m = 256;
   clear_error();
-  Sm90Config cfg;
-  EXPECT_EQ(choose_sm90_config(small, shape(), &o, &cfg), GGEMM_STATUS_INVALID_CONFIG);
+  KernelPlan cfg;
+  EXPECT_EQ(sm90_persistent_plan(small, shape(), &o, &cfg), GGEMM_STATUS_INVALID_CONFIG);
   EXPECT_STRNE(ggemm_last_error_message(), "");
 }
 
-TEST(ChooseSm90Config, HonoursValidOverridesExactly) {
+TEST(Sm90Plan, HonoursValidOverridesExactly) {
   struct Case {
     int tile_m, tile_k, a_swizzle, b_swizzle, mma_n, stages;
     bool transpose_b;
     ggemm_dtype out;
-    Sm90Config want;  // tile_m, tile_n, swizzle_bytes, stages
+    PlannedTile want;  // tile_m, tile_n, swizzle_bytes, stages
   };
   const Case cases[] = {
       {64, 0, 64, 0, 0, 3, true, GGEMM_DTYPE_BF16, {64, 128, 64, 3}},
@@ -641,8 +714,8 @@ TEST(ChooseSm90Config, HonoursValidOverridesExactly) {
     o.cluster_m = o.cluster_n = 1;
     o.cta_group = 1;
     // Each case differs from the automatic choice (tile_m 128, 128B, most stages) somewhere.
-    Sm90Config cfg;
-    ASSERT_EQ(choose_sm90_config(h200(), shape(4096, 4096, c.transpose_b, c.out), &o, &cfg), GGEMM_STATUS_SUCCESS)
+    KernelPlan cfg;
+    ASSERT_EQ(sm90_persistent_plan(h200(), shape(4096, 4096, c.transpose_b, c.out), &o, &cfg), GGEMM_STATUS_SUCCESS)
         << ggemm_last_error_message();
     const uint32_t want_stages =
         c.want.stages ? c.want.stages : expected_stages(c.want.tile_m, c.want.swizzle_bytes, dtype_bytes(c.out), 232448);
@@ -675,7 +748,7 @@ const char *label(ggemm_dtype t) {
   return t == GGEMM_DTYPE_BF16 ? "bf16" : t == GGEMM_DTYPE_FP16 ? "fp16" : "fp32";
 }
 
-TEST(Sm90KernelNames, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) {
+TEST(Sm90KernelRegistry, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) {
   const std::set<std::string> table = table_names();
   ASSERT_FALSE(table.empty());
   std::set<std::string> reached;
@@ -684,14 +757,14 @@ TEST(Sm90KernelNames, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) {
       for (bool transpose_b : {true, false})
         for (int tile_m : {0, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512})
           for (int cluster_m : {0, 1, 2}) {
-            GroupedShape s = shape(4096, 4096, transpose_b, c);
+            CallShape s = shape(4096, 4096, transpose_b, c);
             s.a_dtype = a;
             ggemm_config o = blank_config();
             o.tile_m = tile_m;
             o.cluster_m = cluster_m;
-            Sm90Config cfg;
-            if (choose_sm90_config(h200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
-            const std::string name = sm90_kernel_name(a, c, transpose_b, cfg.tile_m, cfg.cluster_m);
+            KernelPlan cfg;
+            if (sm90_persistent_plan(h200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
+            const std::string name = sm90_kernel_name(a, c, transpose_b, cfg.tile_m, cfg.cluster_size);
             EXPECT_EQ(table.count(name), 1u) << "config accepted but no kernel: " << name;
             // And the right one of the table's entries: operand then output
             // dtype, K-major exactly when B is [E, N, K] (transpose_b).
@@ -712,28 +785,28 @@ TEST(Sm90KernelNames, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) {
 
 // The LoRA expand of Llama-3-8B's Q/K/V (q 4096, kv 1024: 48 column blocks
 // over the three segments), K = rank, M tokens over `groups` adapters.
-GroupedShape lora_expand(int64_t m, int64_t rank, int64_t groups = 8) {
-  GroupedShape s = shape(m, rank);
+CallShape lora_expand(int64_t m, int64_t rank, int64_t groups = 8) {
+  CallShape s = shape(m, rank);
   s.m = m;
   s.n = 4096 + 2 * 1024;
   s.num_groups = groups;
   s.max_rows_per_group = m;
-  s.col_blocks = 32 + 8 + 8;
+  s.split0 = 4096, s.split1 = 4096 + 1024, s.a_planes = true;  // 32 + 8 + 8 column blocks
   return s;
 }
 
 TEST(Sm90ShortK, TakesTheDecodeExpandWithAnEightTokenTile) {
   // 64 tokens, 8 adapters: 8-token tiles, 8 x 48 = 384 <= 4 x 132 CTAs.
-  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 16), nullptr), 8u);
-  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 128), nullptr), 8u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), lora_expand(64, 16), nullptr), 8u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), lora_expand(64, 128), nullptr), 8u);
   // Without the caller's bound on rows per group (0 = M) the average decides.
-  GroupedShape unbounded = lora_expand(64, 16);
+  CallShape unbounded = lora_expand(64, 16);
   unbounded.max_rows_per_group = 0;
-  EXPECT_EQ(choose_sm90_short_k(h200(), unbounded, nullptr), 8u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), unbounded, nullptr), 8u);
   // 16 rows per adapter on average: a 16-token tile; 32 or more: 32.
-  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(128, 16), nullptr), 16u);
-  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(256, 16), nullptr), 32u);
-  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(256, 16, 4), nullptr), 32u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), lora_expand(128, 16), nullptr), 16u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), lora_expand(256, 16), nullptr), 32u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), lora_expand(256, 16, 4), nullptr), 32u);
 }
 
 TEST(Sm90ShortK, TakesManyDecodeGroupsPastItsRoutingTable) {
@@ -742,56 +815,56 @@ TEST(Sm90ShortK, TakesManyDecodeGroupsPastItsRoutingTable) {
   // tokens fit the 528 CTAs; the kernel's routing table holds 256 groups,
   // so the second case walks global memory.
   for (int64_t groups : {256, 300}) {
-    GroupedShape s = shape(8, 16);  // the largest group: 8 rows
+    CallShape s = shape(8, 16);  // the largest group: 8 rows
     s.m = groups * 4 + 5;           // ~4.5 rows a group, then 5 unowned
     s.n = 120;
     s.num_groups = groups;
-    EXPECT_EQ(choose_sm90_short_k(h200(), s, nullptr), 8u) << groups << " groups";
+    EXPECT_EQ(sm90_short_k_tile(h200(), s, nullptr), 8u) << groups << " groups";
   }
 }
 
 TEST(Sm90ShortK, LeavesBandwidthBoundCallsToThePersistentKernel) {
   // M 1024: 8 adapters x 4 tiles of 32 x 48 = 1536 tiles, ~3 waves; M 4096: ~12.
-  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(1024, 16), nullptr), 0u);
-  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(4096, 16), nullptr), 0u);
-  // Unless asked to take whatever it can run (GGEMM_SM90_SHORT_K=1): then
+  EXPECT_EQ(sm90_short_k_tile(h200(), lora_expand(1024, 16), nullptr), 0u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), lora_expand(4096, 16), nullptr), 0u);
+  // Unless asked to take whatever it can run (the test request kWherePossible): then
   // the largest tile, 32.
-  GroupedShape forced = lora_expand(4096, 16);
+  CallShape forced = lora_expand(4096, 16);
   forced.short_k_request = 1;
-  EXPECT_EQ(choose_sm90_short_k(h200(), forced, nullptr), 32u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), forced, nullptr), 32u);
   // At the bound: groups of 16 rows, one 16-token tile each by 48 column
   // blocks: 11 groups make 528 = 4 x 132 tiles and are taken; 12 make 576
   // and are not.
-  GroupedShape at = lora_expand(11 * 16, 16, 11);
+  CallShape at = lora_expand(11 * 16, 16, 11);
   at.max_rows_per_group = 16;
-  EXPECT_EQ(choose_sm90_short_k(h200(), at, nullptr), 16u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), at, nullptr), 16u);
   at = lora_expand(12 * 16, 16, 12);
   at.max_rows_per_group = 16;
-  EXPECT_EQ(choose_sm90_short_k(h200(), at, nullptr), 0u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), at, nullptr), 0u);
 }
 
 // A short-K rule, `rule(shape, override)`, takes `shape` but not with its
 // weights stored [E, K, N], with a caller's config (it describes the
-// persistent kernel), nor with GGEMM_SM90_SHORT_K=0.
+// persistent kernel), nor with the test request kNever.
 void expect_refuses_mn_major_config_and_off(
-    const std::function<uint32_t(const GroupedShape &, const ggemm_config *)> &rule, const GroupedShape &shape) {
+    const std::function<uint32_t(const CallShape &, const ggemm_config *)> &rule, const CallShape &shape) {
   ASSERT_NE(rule(shape, nullptr), 0u);
-  GroupedShape mn = shape;
+  CallShape mn = shape;
   mn.transpose_b = false;
   EXPECT_EQ(rule(mn, nullptr), 0u);
   const ggemm_config o = blank_config();
   EXPECT_EQ(rule(shape, &o), 0u);
-  GroupedShape never = shape;
+  CallShape never = shape;
   never.short_k_request = -1;
   EXPECT_EQ(rule(never, nullptr), 0u);
 }
 
 TEST(Sm90ShortK, OnlyWhereItCanRun) {
   // K past 128, weights stored [E, K, N], a caller's config, or
-  // GGEMM_SM90_SHORT_K=0: never.
-  EXPECT_EQ(choose_sm90_short_k(h200(), lora_expand(64, 136), nullptr), 0u);
+  // the test request kNever: never.
+  EXPECT_EQ(sm90_short_k_tile(h200(), lora_expand(64, 136), nullptr), 0u);
   expect_refuses_mn_major_config_and_off(
-      [](const GroupedShape &s, const ggemm_config *o) { return choose_sm90_short_k(h200(), s, o); },
+      [](const CallShape &s, const ggemm_config *o) { return sm90_short_k_tile(h200(), s, o); },
       lora_expand(64, 16));
 }
 
@@ -827,9 +900,9 @@ TEST(Sm90ShortK, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
   expect_rule_and_table_agree(table, [](ggemm_dtype a, ggemm_dtype c, std::vector<std::string> *names) {
     for (int64_t m : {1, 8, 9, 64, 100, 128, 256, 8192})
       for (int64_t rank : {8, 16, 64, 128}) {
-        GroupedShape s = lora_expand(m, rank);
+        CallShape s = lora_expand(m, rank);
         s.a_dtype = a, s.c_dtype = c, s.short_k_request = 1;
-        const uint32_t tile_m = choose_sm90_short_k(h200(), s, nullptr);
+        const uint32_t tile_m = sm90_short_k_tile(h200(), s, nullptr);
         ASSERT_NE(tile_m, 0u);
         names->push_back(sm90_short_k_kernel_name(a, c, tile_m));
       }
@@ -844,8 +917,8 @@ TEST(Sm90ShortK, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
 
 // The LoRA shrink of Llama-3-8B's Q/K/V (hidden 4096 = K, 3R = N), M
 // tokens over `groups` adapters.
-GroupedShape lora_shrink(int64_t m, int64_t rank, int64_t groups = 8, int64_t k = 4096) {
-  GroupedShape s = shape(m, k);
+CallShape lora_shrink(int64_t m, int64_t rank, int64_t groups = 8, int64_t k = 4096) {
+  CallShape s = shape(m, k);
   s.m = m;
   s.n = 3 * rank;
   s.num_groups = groups;
@@ -856,17 +929,17 @@ GroupedShape lora_shrink(int64_t m, int64_t rank, int64_t groups = 8, int64_t k 
 TEST(Sm90ShortKSplit, TakesTheDecodeShrink) {
   // 64 tokens over 8 adapters, R 16: 8 tiles of 8 tokens x 48 rows, each
   // streaming K 4096 on one SM in the persistent kernel; split, 64 CTAs.
-  GroupedShape s = lora_shrink(64, 16);
+  CallShape s = lora_shrink(64, 16);
   s.max_rows_per_group = 8;
-  EXPECT_EQ(choose_sm90_short_k(h200(), s, nullptr), 0u);  // K past 128
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), s, nullptr), 8u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), s, nullptr), 0u);  // K past 128
+  EXPECT_EQ(sm90_short_k_split_tile(h200(), s, nullptr), 8u);
   // R 64 (192 rows: two column blocks, 16 tiles), 16 tokens an adapter.
   s = lora_shrink(128, 64);
   s.max_rows_per_group = 16;
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), s, nullptr), 16u);
+  EXPECT_EQ(sm90_short_k_split_tile(h200(), s, nullptr), 16u);
   // K 136 (just past the unsplit kernel's 128) and 4096, the most it takes.
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16, 8, 136), nullptr), 8u);
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16, 8, 4096), nullptr), 8u);
+  EXPECT_EQ(sm90_short_k_split_tile(h200(), lora_shrink(64, 16, 8, 136), nullptr), 8u);
+  EXPECT_EQ(sm90_short_k_split_tile(h200(), lora_shrink(64, 16, 8, 4096), nullptr), 8u);
 }
 
 TEST(Sm90ShortKSplit, TakesTheGpuTestsSplitCases) {
@@ -874,53 +947,53 @@ TEST(Sm90ShortKSplit, TakesTheGpuTestsSplitCases) {
   // kernel under the automatic rule (5 unowned rows follow the groups).
   struct SplitCase {
     std::vector<int64_t> rows;
-    int64_t n, k, col_blocks;
+    int64_t n, k, split0, split1;  // planes where the splits are set
     uint32_t tile_m;
   };
-  const SplitCase cases[] = {{{5, 0, 8, 3, 7}, 48, 1000, 0, 8},
-                             {{8, 2, 0, 6}, 104, 136, 0, 8},
-                             {{8, 5, 8, 1}, 192, 4096, 0, 8},
-                             {{16, 12, 9}, 136, 512, 0, 16},
-                             {{3, 8, 2}, 584, 512, 3 + 1 + 1, 8}};  // planes: segments of 328, 128, 128
+  const SplitCase cases[] = {{{5, 0, 8, 3, 7}, 48, 1000, 0, 0, 8},
+                             {{8, 2, 0, 6}, 104, 136, 0, 0, 8},
+                             {{8, 5, 8, 1}, 192, 4096, 0, 0, 8},
+                             {{16, 12, 9}, 136, 512, 0, 0, 16},
+                             {{3, 8, 2}, 584, 512, 328, 456, 8}};  // planes: segments of 328, 128, 128
   for (const SplitCase &c : cases) {
-    GroupedShape s = shape(*std::max_element(c.rows.begin(), c.rows.end()), c.k);
+    CallShape s = shape(*std::max_element(c.rows.begin(), c.rows.end()), c.k);
     s.m = std::accumulate(c.rows.begin(), c.rows.end(), int64_t(5));
     s.n = c.n;
     s.num_groups = int64_t(c.rows.size());
-    s.col_blocks = c.col_blocks;
-    EXPECT_EQ(choose_sm90_short_k(h200(), s, nullptr), 0u) << "K " << c.k;
-    EXPECT_EQ(choose_sm90_short_k_split(h200(), s, nullptr), c.tile_m) << "K " << c.k << ", N " << c.n;
+    s.split0 = c.split0, s.split1 = c.split1, s.a_planes = c.split0 != 0;
+    EXPECT_EQ(sm90_short_k_tile(h200(), s, nullptr), 0u) << "K " << c.k;
+    EXPECT_EQ(sm90_short_k_split_tile(h200(), s, nullptr), c.tile_m) << "K " << c.k << ", N " << c.n;
   }
 }
 
 TEST(Sm90ShortKSplit, LeavesEverythingElseToTheOtherKernels) {
   // K past 4096, K <= 128 (the unsplit kernel's), weights [E, K, N], a
-  // config, or GGEMM_SM90_SHORT_K=0.
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16, 8, 4104), nullptr), 0u);
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(64, 16, 8, 128), nullptr), 0u);
+  // config, or the test request kNever.
+  EXPECT_EQ(sm90_short_k_split_tile(h200(), lora_shrink(64, 16, 8, 4104), nullptr), 0u);
+  EXPECT_EQ(sm90_short_k_split_tile(h200(), lora_shrink(64, 16, 8, 128), nullptr), 0u);
   expect_refuses_mn_major_config_and_off(
-      [](const GroupedShape &s, const ggemm_config *o) { return choose_sm90_short_k_split(h200(), s, o); },
+      [](const CallShape &s, const ggemm_config *o) { return sm90_short_k_split_tile(h200(), s, o); },
       lora_shrink(64, 16));
   // Prefill: the M 4096 shrink (512 rows an adapter).
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), lora_shrink(4096, 16), nullptr), 0u);
+  EXPECT_EQ(sm90_short_k_split_tile(h200(), lora_shrink(4096, 16), nullptr), 0u);
   // Many tiles: 32 adapters x 2 column blocks (R 64) = 64 tiles, past a
   // quarter of 132 SMs; and the MoE decode rows (Qwen3: 128 experts x 12
   // column blocks, K 2048).
-  GroupedShape many = lora_shrink(64, 64, 32);
+  CallShape many = lora_shrink(64, 64, 32);
   many.max_rows_per_group = 2;
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), many, nullptr), 0u);
-  GroupedShape qwen3 = shape(4, 2048);
+  EXPECT_EQ(sm90_short_k_split_tile(h200(), many, nullptr), 0u);
+  CallShape qwen3 = shape(4, 2048);
   qwen3.m = 512, qwen3.n = 1536, qwen3.num_groups = 128;
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), qwen3, nullptr), 0u);
-  // Forced (GGEMM_SM90_SHORT_K=1): any call it can run, tile 16 past 8 rows.
-  GroupedShape forced = lora_shrink(4096, 16);
+  EXPECT_EQ(sm90_short_k_split_tile(h200(), qwen3, nullptr), 0u);
+  // Forced (the test request kWherePossible): any call it can run, tile 16 past 8 rows.
+  CallShape forced = lora_shrink(4096, 16);
   forced.short_k_request = 1;
-  EXPECT_EQ(choose_sm90_short_k_split(h200(), forced, nullptr), 16u);
+  EXPECT_EQ(sm90_short_k_split_tile(h200(), forced, nullptr), 16u);
   // Fewer SMs than a cluster: never.
   DeviceProps tiny = h200();
   tiny.sm_count = 4;
   forced.num_groups = 1;
-  EXPECT_EQ(choose_sm90_short_k_split(tiny, forced, nullptr), 0u);
+  EXPECT_EQ(sm90_short_k_split_tile(tiny, forced, nullptr), 0u);
 }
 
 TEST(Sm90ShortKSplit, SliceLayoutAndOccupancy) {
@@ -985,9 +1058,9 @@ TEST(Sm90ShortKSplit, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
   expect_rule_and_table_agree(table, [](ggemm_dtype a, ggemm_dtype c, std::vector<std::string> *names) {
     for (int64_t m : {1, 8, 9, 64, 128, 8192})
       for (int64_t k : {136, 1024, 4096}) {
-        GroupedShape s = lora_shrink(m, 16, 8, k);
+        CallShape s = lora_shrink(m, 16, 8, k);
         s.a_dtype = a, s.c_dtype = c, s.short_k_request = 1;
-        const uint32_t tile_m = choose_sm90_short_k_split(h200(), s, nullptr);
+        const uint32_t tile_m = sm90_short_k_split_tile(h200(), s, nullptr);
         ASSERT_NE(tile_m, 0u);
         names->push_back(sm90_short_k_kernel_name(a, c, tile_m, sm90::kShortKSplit));
       }
@@ -1008,12 +1081,12 @@ TEST(Sm90ShortK, CtasPerSmByRegistersThenSharedMemory) {
   EXPECT_EQ(sm90_short_k_ctas_per_sm(small, 32, 128, GGEMM_DTYPE_FP32), 1u);
   // 11 groups of 32 rows by 48 column blocks at fp32, K 128: 528 tiles, past
   // 396; at bf16 outputs (4 CTAs an SM) they fit.
-  GroupedShape s = lora_expand(11 * 32, 128, 11);
+  CallShape s = lora_expand(11 * 32, 128, 11);
   s.max_rows_per_group = 32;
   s.c_dtype = GGEMM_DTYPE_FP32;
-  EXPECT_EQ(choose_sm90_short_k(h200(), s, nullptr), 0u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), s, nullptr), 0u);
   s.c_dtype = GGEMM_DTYPE_BF16;
-  EXPECT_EQ(choose_sm90_short_k(h200(), s, nullptr), 32u);
+  EXPECT_EQ(sm90_short_k_tile(h200(), s, nullptr), 32u);
 }
 
 TEST(Sm90ShortK, SharedMemoryLayout) {
@@ -1118,47 +1191,47 @@ DeviceProps b200() {
   return p;
 }
 
-TEST(ChooseSm100Config, TileM256ForEveryOutputAndEpilogue) {
+TEST(Sm100Plan, TileM256ForEveryOutputAndEpilogue) {
   // Average group of 256 rows or more (balanced: the largest no more than
   // 4x the average): 256, also for fp32 output and the accumulate epilogue
   // (sm_90a stops at 128 for both).
   for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
     for (ggemm_epilogue ep : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE}) {
-      GroupedShape big = shape(1024, 4096, true, out);
+      CallShape big = shape(1024, 4096, true, out);
       big.m = 64 * 256;
       big.epilogue = ep;
-      Sm100Config cfg;
-      ASSERT_EQ(choose_sm100_config(b200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+      KernelPlan cfg;
+      ASSERT_EQ(sm100_plan(b200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
       EXPECT_EQ(cfg.tile_m, 256u) << dtype_name(out) << ", epilogue " << ep;
       // 255-row average: 128, as on sm_90a.
       big.m = 64 * 255;
-      ASSERT_EQ(choose_sm100_config(b200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+      ASSERT_EQ(sm100_plan(b200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
       EXPECT_EQ(cfg.tile_m, 128u) << dtype_name(out) << ", epilogue " << ep;
     }
 }
 
-TEST(ChooseSm100Config, TileMAndSwizzleFollowTheSm90Rules) {
+TEST(Sm100Plan, TileMAndSwizzleFollowTheSm90Rules) {
   const struct {
     int64_t rows;
     uint32_t tile_m;
   } cases[] = {{1, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}, {65, 128}, {4096, 128}};
   for (const auto &c : cases) {
-    Sm100Config cfg;
-    ASSERT_EQ(choose_sm100_config(b200(), shape(c.rows), nullptr, &cfg), GGEMM_STATUS_SUCCESS)
+    KernelPlan cfg;
+    ASSERT_EQ(sm100_plan(b200(), shape(c.rows), nullptr, &cfg), GGEMM_STATUS_SUCCESS)
         << ggemm_last_error_message();
     EXPECT_EQ(cfg.tile_m, c.tile_m) << "max_rows_per_group " << c.rows;
     EXPECT_EQ(cfg.tile_n, 128u);
   }
   for (int64_t k : {8, 16, 24, 32, 40, 7168}) {
-    Sm100Config cfg;
-    ASSERT_EQ(choose_sm100_config(b200(), shape(4096, k, true), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    KernelPlan cfg;
+    ASSERT_EQ(sm100_plan(b200(), shape(4096, k, true), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
     EXPECT_EQ(cfg.swizzle_bytes, k <= 16 ? 32u : k <= 32 ? 64u : 128u) << "K-major, k " << k;
-    ASSERT_EQ(choose_sm100_config(b200(), shape(4096, k, false), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    ASSERT_EQ(sm100_plan(b200(), shape(4096, k, false), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
     EXPECT_EQ(cfg.swizzle_bytes, 128u) << "MN-major, k " << k;
   }
   // Narrow outputs (LoRA shrink): tile_m halves until three quarters of the
   // 148 SMs (111) get a tile.
-  GroupedShape s = shape(512);
+  CallShape s = shape(512);
   s.m = 4096;
   s.num_groups = 8;
   const struct {
@@ -1166,19 +1239,19 @@ TEST(ChooseSm100Config, TileMAndSwizzleFollowTheSm90Rules) {
     uint32_t tile_m;
   } narrow[] = {{1, 32}, {2, 64}, {3, 64}, {32, 256}};
   for (const auto &c : narrow) {
-    s.col_blocks = c.col_blocks;
-    Sm100Config cfg;
-    ASSERT_EQ(choose_sm100_config(b200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    s.n = c.col_blocks * int64_t(kGroupedTileN);
+    KernelPlan cfg;
+    ASSERT_EQ(sm100_plan(b200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
     EXPECT_EQ(cfg.tile_m, c.tile_m) << c.col_blocks << " column tiles";
   }
 }
 
-TEST(ChooseSm100Config, AutomaticStagesFillSharedMemory) {
+TEST(Sm100Plan, AutomaticStagesFillSharedMemory) {
   for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
     for (int64_t rows : {1, 20, 50, 500})
       for (int64_t k : {16, 32, 512}) {
-        Sm100Config cfg;
-        ASSERT_EQ(choose_sm100_config(b200(), shape(rows, k, true, out), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+        KernelPlan cfg;
+        ASSERT_EQ(sm100_plan(b200(), shape(rows, k, true, out), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
         // Every stage that fits whatever K and the output dtype: no epilogue
         // buffers compete for the memory.
         EXPECT_EQ(cfg.stages, sm100_expected_stages(cfg.tile_m, cfg.swizzle_bytes, 232448))
@@ -1187,11 +1260,11 @@ TEST(ChooseSm100Config, AutomaticStagesFillSharedMemory) {
       }
 }
 
-void expect_refused_sm100(const ggemm_config &o, const GroupedShape &s, ggemm_status status,
+void expect_refused_sm100(const ggemm_config &o, const CallShape &s, ggemm_status status,
                           std::vector<std::string> names, const DeviceProps &props = b200()) {
   clear_error();
-  Sm100Config cfg;
-  EXPECT_EQ(choose_sm100_config(props, s, &o, &cfg), status);
+  KernelPlan cfg;
+  EXPECT_EQ(sm100_plan(props, s, &o, &cfg), status);
   const std::string msg = ggemm_last_error_message();
   for (const std::string &n : names)
     EXPECT_NE(msg.find(n), std::string::npos) << "message \"" << msg << "\" lacks \"" << n << "\"";
@@ -1200,28 +1273,28 @@ void expect_refused_sm100(const ggemm_config &o, const GroupedShape &s, ggemm_st
 // cta_group 2 (a cluster of two CTAs sharing each MMA) on request: the pair
 // walks 256 weight rows, each CTA holds half the tokens, so tile_m starts at
 // 32 and stages count half a token tile per CTA.
-TEST(ChooseSm100Config, CtaGroup2OnRequest) {
+TEST(Sm100Plan, CtaGroup2OnRequest) {
   ggemm_config o = blank_config();
   o.cta_group = 2;
-  Sm100Config cfg;
-  ASSERT_EQ(choose_sm100_config(b200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-  EXPECT_EQ(cfg.cta_group, 2u);
-  EXPECT_EQ(cfg.tile_n, 256u);
+  KernelPlan cfg;
+  ASSERT_EQ(sm100_plan(b200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.cluster_size, 2u);
+  EXPECT_EQ(cfg.tile_n * cfg.cluster_size, 256u);  // the pair's weight rows
   EXPECT_EQ(cfg.stages, sm100::max_stages(cfg.tile_m, cfg.swizzle_bytes, 232448, 2));
   // The automatic tile_m never goes below 32 with cta_group 2 (a 10-row call
   // would get 16 with cta_group 1).
-  GroupedShape small = shape(0);
+  CallShape small = shape(0);
   small.m = 10;
-  ASSERT_EQ(choose_sm100_config(b200(), small, &o, &cfg), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(sm100_plan(b200(), small, &o, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 32u);
   o.cta_group = 0;
-  ASSERT_EQ(choose_sm100_config(b200(), small, &o, &cfg), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(sm100_plan(b200(), small, &o, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.tile_m, 16u);
-  EXPECT_EQ(cfg.cta_group, 1u);
+  EXPECT_EQ(cfg.cluster_size, 1u);
   // cluster_m 2 goes with cta_group 2 only.
   o.cta_group = 2;
   o.cluster_m = 2;
-  EXPECT_EQ(choose_sm100_config(b200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(sm100_plan(b200(), shape(), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   o.cta_group = 1;
   expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cluster_m = 2", "cta_group = 2"});
   // tile_m 16 cannot be split between the pair.
@@ -1234,7 +1307,7 @@ TEST(ChooseSm100Config, CtaGroup2OnRequest) {
   expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cta_group = 3"});
 }
 
-TEST(ChooseSm100Config, RefusesWhatSm90Refuses) {
+TEST(Sm100Plan, RefusesWhatSm90Refuses) {
   // The override checks both architectures share, each with the field named.
   struct Case {
     void (*set)(ggemm_config &);
@@ -1282,13 +1355,13 @@ TEST(ChooseSm100Config, RefusesWhatSm90Refuses) {
   expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"tile_m 256", "at least 2"}, small);
 }
 
-TEST(ChooseSm100Config, HonoursValidOverridesExactly) {
+TEST(Sm100Plan, HonoursValidOverridesExactly) {
   struct Case {
     int tile_m, tile_k, a_swizzle, b_swizzle, mma_n, stages;
     bool transpose_b;
     ggemm_dtype out;
     ggemm_epilogue epilogue;
-    Sm100Config want;  // tile_m, tile_n, swizzle_bytes, stages (0: as many as fit)
+    PlannedTile want;  // tile_m, tile_n, swizzle_bytes, stages (0: as many as fit)
   };
   const Case cases[] = {
       {64, 0, 64, 0, 0, 3, true, GGEMM_DTYPE_BF16, GGEMM_EPILOGUE_STORE, {64, 128, 64, 3}},
@@ -1313,10 +1386,10 @@ TEST(ChooseSm100Config, HonoursValidOverridesExactly) {
     o.mma_k = 16;
     o.cluster_m = o.cluster_n = 1;
     o.cta_group = 1;
-    GroupedShape s = shape(4096, 4096, c.transpose_b, c.out);
+    CallShape s = shape(4096, 4096, c.transpose_b, c.out);
     s.epilogue = c.epilogue;
-    Sm100Config cfg;
-    ASSERT_EQ(choose_sm100_config(b200(), s, &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    KernelPlan cfg;
+    ASSERT_EQ(sm100_plan(b200(), s, &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
     EXPECT_EQ(cfg.tile_m, c.want.tile_m);
     EXPECT_EQ(cfg.tile_n, c.want.tile_n);
     EXPECT_EQ(cfg.swizzle_bytes, c.want.swizzle_bytes);
@@ -1338,7 +1411,7 @@ std::map<std::string, int> sm100_table_names() {
   return names;
 }
 
-TEST(Sm100KernelNames, EveryAcceptedConfigHasAKernelAndEveryKernelIsReachable) {
+TEST(Sm100KernelRegistry, EveryAcceptedConfigHasAKernelAndEveryKernelIsReachable) {
   const std::map<std::string, int> table = sm100_table_names();
   ASSERT_FALSE(table.empty());
   std::set<std::string> reached;
@@ -1348,22 +1421,22 @@ TEST(Sm100KernelNames, EveryAcceptedConfigHasAKernelAndEveryKernelIsReachable) {
         for (ggemm_epilogue ep : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE})
           for (int cta_group : {0, 1, 2})
             for (int tile_m : {0, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512}) {
-              GroupedShape s = shape(4096, 4096, transpose_b, c);
+              CallShape s = shape(4096, 4096, transpose_b, c);
               s.a_dtype = a;
               s.epilogue = ep;
               ggemm_config o = blank_config();
               o.tile_m = tile_m;
               o.cta_group = cta_group;
-              Sm100Config cfg;
-              if (choose_sm100_config(b200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
-              EXPECT_EQ(cfg.cta_group, cta_group == 2 ? 2u : 1u);
-              const std::string name = sm100_kernel_name(a, c, transpose_b, cfg.tile_m, cfg.cta_group);
+              KernelPlan cfg;
+              if (sm100_plan(b200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
+              EXPECT_EQ(cfg.cluster_size, cta_group == 2 ? 2u : 1u);
+              const std::string name = sm100_kernel_name(a, c, transpose_b, cfg.tile_m, cfg.cluster_size);
               const auto it = table.find(name);
               EXPECT_TRUE(it != table.end()) << "config accepted but no kernel: " << name;
-              if (it != table.end()) EXPECT_EQ(it->second, int(cfg.cta_group)) << name;
+              if (it != table.end()) EXPECT_EQ(it->second, int(cfg.cluster_size)) << name;
               const std::string want = std::string("ggemm_sm100_grouped_") + label(a) + "_" + label(c) + "_" +
                                        (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m) +
-                                       (cfg.cta_group == 2 ? "_cta2" : "");
+                                       (cfg.cluster_size == 2 ? "_cta2" : "");
               EXPECT_EQ(name, want);
               reached.insert(name);
             }
@@ -1401,7 +1474,7 @@ TEST(DeviceArch, OnlyComputeCapability90And100HaveKernels) {
 // One multiplying consumer warpgroup when N <= 64 with K-major weights and no
 // cluster (GroupedGemmParams::consumer_warpgroups): its slot ends 64 rows
 // past the last slice's box instead of 128, and only its staging is kept.
-TEST(ChooseSm90Config, OneConsumerWarpgroupWhenNFitsInIt) {
+TEST(Sm90Plan, OneConsumerWarpgroupWhenNFitsInIt) {
   EXPECT_EQ(sm90::weights_stage_rows(2, 48, 1), 2u * 48 + 16);
   EXPECT_EQ(sm90::weights_stage_rows(2, 48), 2u * 48 + 80);
   EXPECT_EQ(sm90::weights_stage_rows(1, 64, 1), 64u);
@@ -1411,22 +1484,22 @@ TEST(ChooseSm90Config, OneConsumerWarpgroupWhenNFitsInIt) {
   EXPECT_EQ(one.weights_stage_bytes, (2u * 48 + 16) * 128);
   EXPECT_EQ(one.c_bytes * 2, two.c_bytes);
   EXPECT_EQ(one.tokens_stage_bytes, two.tokens_stage_bytes);
-  auto consumers = [](GroupedShape s, const ggemm_config *o = nullptr) {
-    Sm90Config cfg;
-    EXPECT_EQ(choose_sm90_config(h200(), s, o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  auto consumers = [](CallShape s, const ggemm_config *o = nullptr) {
+    KernelPlan cfg;
+    EXPECT_EQ(sm90_persistent_plan(h200(), s, o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
     return cfg.consumer_warpgroups;
   };
-  GroupedShape narrow = shape(512);
+  CallShape narrow = shape(512);
   narrow.n = 64;
   EXPECT_EQ(consumers(narrow), 1u);
   narrow.n = 40;
   EXPECT_EQ(consumers(narrow), 1u);
   narrow.n = 72;
   EXPECT_EQ(consumers(narrow), 2u);
-  GroupedShape mn_major = shape(512, 4096, false);  // [E, K, N]: both warpgroups' boxes
+  CallShape mn_major = shape(512, 4096, false);  // [E, K, N]: both warpgroups' boxes
   mn_major.n = 48;
   EXPECT_EQ(consumers(mn_major), 2u);
-  GroupedShape pair = shape(4096);  // a pair cluster: both
+  CallShape pair = shape(4096);  // a pair cluster: both
   pair.n = 48;
   ggemm_config cluster = blank_config();
   cluster.tile_m = 128;
