@@ -20,6 +20,8 @@
 // ceilings measured once by this process and printed in the context.
 #include <benchmark/benchmark.h>
 
+#include "absl/flags/parse.h"
+
 #include <cstdlib>
 #include <cuda_runtime.h>
 
@@ -193,8 +195,8 @@ void bench_dense_ceiling_at_end(benchmark::State& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::Initialize(&argc, argv);  // takes the --benchmark_* flags out of argv
+  absl::ParseCommandLine(argc, argv);  // the rest: bench_flags.h (unknown flags are errors)
 
   const GpuProbe probe = probe_gpu();
   if (!probe.handle) {

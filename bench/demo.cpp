@@ -16,12 +16,16 @@
 #include <random>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
 #include "ceilings.h"
 #include "cublas_baselines.h"
 #include "ggemm.h"
 #include "ggemm_reference.h"
 #include "gpu_buffers.h"
 #include "timing.h"
+
+ABSL_FLAG(uint64_t, seed, 0, "the random data's seed (0 = a fresh one each run)");
 
 namespace {
 
@@ -217,14 +221,15 @@ int run_demo(ggemm_handle_t gg, cudaStream_t stream, uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
   const GpuProbe probe = probe_gpu();
   if (!probe.handle) {
     print_no_gpu(probe);
     return 0;
   }
   std::random_device rd;
-  const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 0)
-                                 : (uint64_t{rd()} << 32) ^ uint64_t{rd()};
+  const uint64_t seed = absl::GetFlag(FLAGS_seed) != 0 ? absl::GetFlag(FLAGS_seed)
+                                                       : (uint64_t{rd()} << 32) ^ uint64_t{rd()};
   CUDA_CHECK(cudaSetDevice(0));
   cudaStream_t stream = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

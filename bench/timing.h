@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "bench_flags.h"
 #include "gpu_buffers.h"
 #include "harness_ptx.h"
 #include "ptx_kernel.h"
@@ -40,8 +42,7 @@ class L2Flusher {
     buffer_ = DeviceBuffer(2 * static_cast<size_t>(std::max(l2_bytes, 1 << 20)));
     sink_ = DeviceBuffer(16);
     sweep_blocks_ = unsigned(2 * std::max(sms, 1));
-    const char* mode = std::getenv("GGEMM_BENCH_L2_FLUSH");
-    clean_ = !(mode && std::string(mode) == "dirty");
+    clean_ = absl::GetFlag(FLAGS_l2_flush) != "dirty";
     if (clean_) {
       // The harness's streaming kernel, reading, one 16-byte load at a time a
       // thread (grid-stride, as the sweep always read).
