@@ -31,7 +31,7 @@ inline const ggemm_config* bench_config_override() {
 
 // GGEMM_BENCH_EPILOGUE=accumulate: the MoE rows time ggemm's accumulate
 // epilogue (C += A W^T, C's read counted in the bytes) instead of the store,
-// for experiments on it (NOTES v0.15: long-K accumulate had no row). The
+// for experiments on it (no long-K row has accumulate otherwise). The
 // cuBLAS baselines stay in store mode, so compare ggemm with ggemm only.
 // The LoRA rows name their mode (_accumulate) and ignore it.
 inline bool bench_accumulate_override() {
@@ -45,7 +45,7 @@ inline bool bench_accumulate_override() {
 // GGEMM_BENCH_ONE_EXPERT=1: the MoE rows' ggemm calls route every group to
 // expert 0 (same rows, tiles and FLOPs; the weights come from DRAM once and
 // from L2 after), for experiments that separate the weight traffic's cost
-// from the tiles' arithmetic (NOTES v0.21: the Zipf row). cuBLAS rows keep
+// from the tiles' arithmetic (the Zipf row). cuBLAS rows keep
 // the real routing; compare ggemm with ggemm only.
 inline bool bench_one_expert_override() {
   static const bool one = [] {
@@ -57,9 +57,9 @@ inline bool bench_one_expert_override() {
 
 // GGEMM_BENCH_REPETITIONS=N: the MoE rows run N repetitions of their 20
 // calls instead of 5, so one row keeps the GPU busy for seconds: long
-// enough for the power and clock readings of scripts/h200_power.sh to
-// settle (NOTES v0.23: the compute-bound rows run at the power cap, whose
-// clock depends on what ran in the second before).
+// enough for the power and clock readings of bench/dev/run.sh power to
+// settle (the compute-bound rows run at the power cap, whose clock depends
+// on what ran in the second before).
 inline int bench_repetitions_override(int default_repetitions) {
   const char* v = std::getenv("GGEMM_BENCH_REPETITIONS");
   const int n = v ? std::atoi(v) : 0;

@@ -1,5 +1,5 @@
 // mma_probe: does the tensor cores' rate on one SM depend on what else uses
-// that SM's shared memory? The question NOTES v0.10 leaves open: the MoE
+// that SM's shared memory? The question behind it: the MoE
 // prefill rows stop near 0.86-0.88 of the dense ceiling, and ping-pong
 // consumers (one warpgroup's epilogue under the other's MMAs) ran slower, as
 // if wgmma operand reads, TMA writes and epilogue staging shared one budget
@@ -22,8 +22,8 @@
 // It prints the tensor rate over all SMs (median CTA) and each row's rate
 // against the same schedule without traffic.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90a -I. bench/mma_probe.cu -o mma_probe && ./mma_probe
-//   (scripts/h200_probe.sh mma does this on the lent H200)
+//   nvcc -std=c++17 -O3 -arch=sm_90a -I. bench/dev/mma_probe.cu -o mma_probe && ./mma_probe
+//   (bench/dev/run.sh probe mma does this)
 //
 // Exit 77 (skipped) without an sm_90 GPU.
 #include <cuda.h>

@@ -1,5 +1,5 @@
 // shrink_probe: what holds the LoRA shrinks' stages back, and which stage
-// shape streams their bytes fastest (NOTES v0.11-v0.13).
+// shape streams their bytes fastest.
 //
 // The M 4096, R 16 shrink runs 128 CTAs, each streaming its 32 token rows of
 // X [4096, 4096] (from DRAM) and its adapter's 48 weight rows of W (the same
@@ -7,14 +7,14 @@
 // W box of two 64-wide K slices a stage, through a ring of 10 stages. The
 // R 64 shrink runs 128 CTAs of 64 tokens x 128 weight rows (its 192 rows are
 // two column tiles, 128 + 64, each streaming X), one slice a stage, 8 stages:
-// 1.5 MB into each SM, 192 MB for the call, at ~330 ns a 24 KB stage (v0.13's
-// trace), the warm x+w rate of this probe (~10 TB/s into the SMs).
+// 1.5 MB into each SM, 192 MB for the call, at ~330 ns a 24 KB stage (as
+// traced), the warm x+w rate of this probe (~10 TB/s into the SMs).
 //
-// What v0.11-v0.13's runs of this probe settled (NOTES): the stages stream,
+// What the H200 runs of this probe settled: the stages stream,
 // with no compute, at the kernels' own stage period; X's cold rate does not
 // change with box size, ring depth, L2 promotion or staggered K walks; it was
 // held at 2.9 TB/s by the flush's dirty lines, whose write-back the timed
-// call paid (3.8 TB/s after a clean flush). v0.13's question: is the R 64
+// call paid (3.8 TB/s after a clean flush). The open question: is the R 64
 // shrink bound by what each SM takes in (then only fewer bytes per SM help:
 // wider or split tiles), or by what the L2 sends out (then W multicast to the
 // 2-4 CTAs of a cluster that share it, or X multicast to the pair of column
@@ -27,8 +27,8 @@
 // one thread frees each stage as it lands (in every CTA of its cluster);
 // median CTA.
 //
-//   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I. bench/shrink_probe.cu -o shrink_probe && ./shrink_probe
-//   (scripts/h200_probe.sh shrink does this on the lent H200)
+//   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I. bench/dev/shrink_probe.cu -o shrink_probe && ./shrink_probe
+//   (bench/dev/run.sh probe shrink does this)
 //
 // Exit 77 (skipped) without an sm_90 GPU.
 #include <cuda.h>

@@ -1,5 +1,5 @@
 // tma_probe: what one SM's TMA loads cost, by box shape — the question the
-// LoRA shrink left open (NOTES v0.8: per stage ~0.2 us whatever its bytes;
+// LoRA shrink left open (traced: per stage ~0.2 us whatever its bytes;
 // halving the box doubles the time, two boxes per stage do not halve it).
 //
 // One CTA per SM (or a few): a producer thread streams TMA boxes of a bf16
@@ -8,8 +8,8 @@
 // path's alone. Per configuration it prints the median CTA's time per stage
 // and per box, and the bytes per SM and in total per second.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90a -I. bench/tma_probe.cu -o tma_probe && ./tma_probe
-//   (scripts/h200_probe.sh tma does this on the lent H200)
+//   nvcc -std=c++17 -O3 -arch=sm_90a -I. bench/dev/tma_probe.cu -o tma_probe && ./tma_probe
+//   (bench/dev/run.sh probe tma does this)
 //
 // Boxes are {64 elements of K (128 bytes), R rows} with the 128-byte
 // swizzle, as the kernels load them; "spans" S > 1 uses a 3-D view

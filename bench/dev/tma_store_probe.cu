@@ -1,6 +1,6 @@
 // tma_store_probe: how fast TMA stores from shared memory write a LoRA
 // expand's outputs, by box shape and by how many boxes a thread keeps in
-// flight — the question the expand's store path leaves open (NOTES v0.20:
+// flight — the question the expand's store path leaves open (on the H200
 // the M 4096 expand with every adapter -1, nothing but its epilogue's
 // stores, takes 16.6 us where a kernel of plain 16-byte stores writes the
 // same 48 MiB in 14.0).
@@ -25,8 +25,8 @@
 // in any stream of store-bound calls), less the median of an empty kernel
 // timed the same way; GB/s is the 48 MiB over that in-kernel time.
 //
-//   nvcc -std=c++17 -O3 -arch=sm_90a -I. bench/tma_store_probe.cu -o p && ./p
-//   (scripts/h200_probe.sh tma_store does this on the lent H200)
+//   nvcc -std=c++17 -O3 -arch=sm_90a -I. bench/dev/tma_store_probe.cu -o p && ./p
+//   (bench/dev/run.sh probe tma_store does this)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
