@@ -139,8 +139,8 @@ const LoraShape kLoraShapes[] = {
     {"llama3_8b_decode_m64_g8_r16_accumulate", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false,
      Probe::kNone, false, true},
     // Between decode and M 4096: where sm_90a's short-K kernel stops paying
-    // (its rule: its own tiles in one wave; M 256 takes it, M 1024 does not;
-    // A/B both with GGEMM_SM90_SHORT_K=0,1).
+    // (its rule: its own tiles in one wave; M 256 takes it, M 1024 does
+    // not).
     {"llama3_8b_m256_g8_r16", LoraOp::kExpand, 256, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
     {"llama3_8b_m1024_g8_r16", LoraOp::kExpand, 1024, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
 };
