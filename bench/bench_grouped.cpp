@@ -178,7 +178,7 @@ std::string fmt(const char* format, double v) {
 
 // The dense ceiling again, last in the run: the floor uses the one measured
 // at the start (~20 ms of GEMMs before ~6 min of rows), and that rate moved
-// 760-830 TFLOP/s across runs (NOTES v0.23). Context only, not in any floor:
+// 760-830 TFLOP/s across runs on the H200. Context only, not in any floor:
 // how far the clocks drifted between the two says how much of a run's
 // fractions is the ceiling's moment.
 void bench_dense_ceiling_at_end(benchmark::State& state) {

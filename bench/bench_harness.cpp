@@ -1,7 +1,7 @@
 // bench_harness.cpp — the floor under the decode rows' times. The LoRA
 // decode goal (expand under 6 us) is measured as one graph launch between
 // two events with the L2 flushed before it; a ggemm launch with no work
-// takes ~4.5 us there (NOTES v0.7-v0.13). These rows time kernels that do
+// takes ~4 us there on the H200. These rows time kernels that do
 // (next to) nothing (PTX, JIT-loaded through the driver), one CTA per SM of
 // 384 threads like ggemm's, from a CUDA graph, the same way:
 //   harness_null_kernel_smem_0/graph    no dynamic shared memory
@@ -33,9 +33,9 @@
 //                                       of 32 MiB (the copy ceiling's kind
 //                                       of transfer, at the LoRA rows' size)
 // so what ggemm adds over the harness, and which part of its start is what,
-// can be read off one run (NOTES v0.13); and the streaming rows say what the
+// can be read off one run; and the streaming rows say what the
 // LoRA rows' bytes take through the same harness with nothing else to do
-// (their "of copy bw" goals count the whole graphed time, NOTES v0.20).
+// (their "of copy bw" figures count the whole graphed time).
 #include "bench_harness.h"
 
 #include <benchmark/benchmark.h>

@@ -27,7 +27,7 @@
 // the used adapters' weights + the outputs written (and read, in accumulate
 // mode), 2 bytes each; frac_copy
 // = achieved GB/s / copy bandwidth measured by this binary; TFLOP/s and
-// frac_floor (DESIGN.md §5); for the expand at decode goal_us (6) and
+// frac_floor (docs/design.md §5); for the expand at decode goal_us (6) and
 // meets_goal (1 if us_median < goal_us).
 #include "bench_config.h"
 #include "bench_lora.h"
@@ -139,8 +139,8 @@ const LoraShape kLoraShapes[] = {
     {"llama3_8b_decode_m64_g8_r16_accumulate", LoraOp::kExpand, 64, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false,
      Probe::kNone, false, true},
     // Between decode and M 4096: where sm_90a's short-K kernel stops paying
-    // (its rule: its own tiles in one wave; M 256 takes it, M 1024 does not;
-    // A/B both with GGEMM_SM90_SHORT_K=0,1).
+    // (its rule: its own tiles in one wave; M 256 takes it, M 1024 does
+    // not).
     {"llama3_8b_m256_g8_r16", LoraOp::kExpand, 256, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
     {"llama3_8b_m1024_g8_r16", LoraOp::kExpand, 1024, 8, 16, kLlamaQ, kLlamaKv, kLlamaHidden, false},
 };
@@ -454,8 +454,8 @@ std::string enqueue_ggemm(LoraSession& s) {
 // before adding it to the old outputs (these base values), half a bf16 ulp
 // of the delta (want - base) more. The cuBLAS loop with beta = 1 does: on
 // the H200 its accumulate rows missed the single-rounding bound in 0.04% of
-// the elements, by up to that much, where delta and base cancel (NOTES
-// v0.15); ggemm rounds once and is held to the bound above.
+// the elements, by up to that much, where delta and base cancel; ggemm
+// rounds once and is held to the bound above.
 std::string check(const char* what, const std::vector<uint16_t>& got, const std::vector<uint16_t>& want,
                   double depth, double scale, const std::vector<uint16_t>* rounded_delta_over = nullptr) {
   const double atol = std::fabs(scale) * std::ldexp(1.0, -8) * std::sqrt(depth) / 3.0, rtol = std::ldexp(1.0, -7);

@@ -1,4 +1,4 @@
-// ceilings.h — the two device ceilings of the roofline floor (DESIGN.md §5),
+// ceilings.h — the two device ceilings of the roofline floor (docs/design.md §5),
 // measured by the binary that reports against them.
 // Header-only: ggemm_demo's sources are fixed to demo.cpp + gpu_buffers.cpp.
 #ifndef GGEMM_BENCH_CEILINGS_H
@@ -20,7 +20,7 @@ struct Ceilings {
   double dense_flops_per_s = 0;  // cuBLAS bf16 GEMM, fp32 accumulate, 8192^3
   double copy_bytes_per_s = 0;   // device-to-device copy, bytes read + bytes written
   // cudaMemsetAsync of the same buffer: bytes written only. Not part of the
-  // floor (DESIGN.md §5 uses copy bandwidth); reported as context, because
+  // floor (docs/design.md §5 uses copy bandwidth); reported as context, because
   // outputs-only calls (LoRA expand) are bounded by it.
   double write_bytes_per_s = 0;
 

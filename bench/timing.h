@@ -26,7 +26,7 @@ namespace ggemm::bench {
 // own writes then sit dirty in the L2, and the timed call pays their
 // write-back to DRAM as it allocates lines: up to the L2's 50-60 MB of
 // write traffic charged to whichever call runs next (~12 us at copy
-// bandwidth; NOTES v0.13: the LoRA shrink's 32 MB read ran 19.2 us after
+// bandwidth; on the H200 the LoRA shrink's 32 MB read ran 19.2 us after
 // the memset alone, 16.7 after this flush). So after the memset a read
 // sweep of the same buffer writes those lines back and leaves the L2 full
 // of clean, unrelated lines: the flush's cost stays in the untimed flush.
@@ -149,9 +149,9 @@ double median_ms(cudaStream_t stream, L2Flusher* flusher, int warmup, int reps, 
 //
 // The figure is a small difference of two ~1 ms sequences (20 flushes of
 // ~55 us each), so a drift of the clocks between the two sides moves it by
-// microseconds: v0.14's version (three alternations, with-calls timed first
-// each time) gave the same empty kernel 2.63 us on a freshly started
-// machine and 1.24 after minutes of other rows (NOTES v0.15). So the flushes
+// microseconds: an earlier version (three alternations, with-calls timed
+// first each time) gave the same empty kernel 2.63 us on a freshly started
+// machine and 1.24 after minutes of other rows. So the flushes
 // run once untimed first, the `pairs` pairs alternate which side goes first,
 // and the figure is the median of the pairs' differences.
 template <class Fn>

@@ -4,7 +4,7 @@
 # pipeline; C7515: a non-wgmma definition of accumulator registers). ptxas
 # prints these as info, not warnings, so -Werror does not stop them, yet a
 # kernel with serialised wgmmas runs its mainloop at a fraction of the
-# tensor cores' rate (NOTES v0.21: a change that did so compiled clean).
+# tensor cores' rate (a change that did so once compiled clean).
 log=$(mktemp) || exit 1
 "$@" 2> "$log"
 rc=$?

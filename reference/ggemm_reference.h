@@ -1,4 +1,4 @@
-// ggemm_reference.h — CPU reference of the ggemm contract (DESIGN.md §1).
+// ggemm_reference.h — CPU reference of the ggemm contract (docs/design.md §1).
 #ifndef GGEMM_REFERENCE_H
 #define GGEMM_REFERENCE_H
 
@@ -29,7 +29,7 @@ namespace ggemm::ref {
 void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads = 0);
 
 // The CPU references of ggemm_lora_shrink_qkv and ggemm_lora_expand_qkv
-// (DESIGN.md §1.3, §1.2). Every pointer in `args` is HOST memory; the outputs
+// (docs/design.md §1.3, §1.2). Every pointer in `args` is HOST memory; the outputs
 // (P for the shrink; q_out and kv_out for the expand) are updated in place
 // exactly where the GPU kernel writes, and nowhere else. Groups follow
 // grouped_matmul's rules above (num_active = min(expert_usage_stats[1],

@@ -1,4 +1,4 @@
-// CPU reference of ggemm_grouped_matmul (DESIGN.md §1.1); see ggemm_reference.h.
+// CPU reference of ggemm_grouped_matmul (docs/design.md §1.1); see ggemm_reference.h.
 //
 // Plan: per used expert, widen its weights once to a float [N][K] buffer
 // (transposing the [K][N] layout) and the activation rows of its groups once

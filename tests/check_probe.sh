@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# A microbenchmark under bench/ (tma_, tma_store_, mma_, shrink_probe.cu) keeps compiling,
+# A microbenchmark under bench/dev/ (tma_, tma_store_, mma_, shrink_probe.cu) keeps compiling,
 # warning-free, and runs where there is an sm_90 GPU (exit 77, skipped,
 # elsewhere).
 #
-#   check_probe.sh NVCC SOURCE_DIR bench/NAME_probe.cu
+#   check_probe.sh NVCC SOURCE_DIR bench/dev/NAME_probe.cu
 set -uo pipefail
 nvcc=$1 src=$2 probe=$3
 out=$(mktemp -d)

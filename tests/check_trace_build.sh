@@ -2,7 +2,7 @@
 # Trace builds (cmake -DGGEMM_TRACE=ON, ptx/trace.h) must keep compiling, and
 # their report must read what they write, without CI building everything
 # twice: the sm_90a bf16 kernels with events on, the runtime's trace code
-# with GGEMM_TRACE=1 (syntax only), and scripts/trace_report.py's self-test.
+# with GGEMM_TRACE=1 (syntax only), and bench/dev/trace_report.py's self-test.
 #
 #   check_trace_build.sh NVCC CXX SOURCE_DIR CUDA_INCLUDE_DIR PYTHON
 set -euo pipefail
@@ -16,5 +16,5 @@ trap 'rm -rf "$out"' EXIT
 if grep -i "serializ" "$out/nvcc.log"; then echo "trace build: ptxas serialises wgmma"; exit 1; fi
 "$cxx" -std=c++17 -Wall -Wextra -Werror -DGGEMM_TRACE=1 -fsyntax-only -I"$src" -I"$src/api/include" \
   -I"$cuda_include" "$src/runtime/trace.cpp" "$src/runtime/launch_grouped.cpp" "$src/runtime/driver.cpp"
-"$python" "$src/scripts/trace_report.py" --self-test
+"$python" "$src/bench/dev/trace_report.py" --self-test
 echo "trace build: kernels compile, runtime compiles, report self-test passes"

@@ -1,7 +1,7 @@
 /*
  * ggemm.h — the stable C ABI of ggemm: grouped matrix products for
- * Mixture-of-Experts layers (and, later, multi-adapter LoRA) on NVIDIA
- * Hopper (sm_90a) and Blackwell (sm_100a).
+ * Mixture-of-Experts layers and multi-adapter LoRA on NVIDIA Hopper
+ * (sm_90a) and Blackwell (sm_100a). docs/design.md explains the contract.
  *
  * Compiles as C99 and as C++. Nothing here needs a CUDA header: streams are
  * the driver's `struct CUstream_st *`, the same type as `cudaStream_t` and
@@ -164,7 +164,7 @@ typedef struct ggemm_config {
 } ggemm_config;
 
 /*
- * Arguments of ggemm_grouped_matmul (DESIGN.md section 1.1).
+ * Arguments of ggemm_grouped_matmul (docs/design.md, section 1.1).
  *
  * For row m of group g and column n:
  *   C[m, n] = sum_k A[m + plane(n) * M, k] * W[expert_ids[g]][n, k]
@@ -190,7 +190,7 @@ typedef struct ggemm_grouped_matmul_args {
   void *c;       /* [M, N] */
   int transpose_b;     /* 1: B is [E, N, K] (K-major); 0: B is [E, K, N] */
 
-  /* Device arrays (DESIGN.md section 1.1). */
+  /* Device arrays (docs/design.md, section 1.1). */
   const uint32_t *a_offsets;          /* [num_groups + 1], prefix sums, [0] == 0 */
   const int32_t *expert_ids;          /* [num_groups], -1 = inactive (rows zeroed) */
   const uint32_t *expert_usage_stats; /* [2]: max rows in a group, active groups */
@@ -208,7 +208,7 @@ typedef struct ggemm_grouped_matmul_args {
 } ggemm_grouped_matmul_args;
 
 /*
- * Arguments of ggemm_lora_shrink_qkv (DESIGN.md section 1.3): the LoRA-A
+ * Arguments of ggemm_lora_shrink_qkv (docs/design.md, section 1.3): the LoRA-A
  * down-projection of Q, K and V in one launch, written planar.
  *
  * For row m of group g (adapter a = adapter_ids[g]) and fused column
@@ -245,7 +245,7 @@ typedef struct ggemm_lora_shrink_qkv_args {
 } ggemm_lora_shrink_qkv_args;
 
 /*
- * Arguments of ggemm_lora_expand_qkv (DESIGN.md section 1.2): the LoRA-B
+ * Arguments of ggemm_lora_expand_qkv (docs/design.md, section 1.2): the LoRA-B
  * up-projection of Q, K and V (grouped-query attention: q_dim != kv_dim
  * allowed) in one launch.
  *

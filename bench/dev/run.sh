@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Developer tools for measuring the kernels on an H200 (or another sm_90a
+# GPU). Not part of the library or its tests; nothing here is needed to
+# build or use ggemm. Every tool writes its logs under $OUT (default
+# ./h200_out) and expects a build in build/ unless it makes its own.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+usage() {
+  cat <<'USAGE'
+usage: bench/dev/run.sh TOOL [ARGS...]
+
+  probe tma|mma|shrink|tma_store
+        compile and run one microbenchmark (bench/dev/*_probe.cu): one SM's
+        TMA load cost by box shape; wgmma's rate beside TMA and staging
+        traffic; the LoRA shrink's stages box by box; TMA stores by box
+        rows and depth against plain stores
+  trace [ROW...]
+        build build-trace/ (-DGGEMM_TRACE=ON), trace one timed call of each
+        benchmark row and summarise it with trace_report.py
+  trace_report FILE [--cta N] | --self-test
+        summarise a trace file written with GGEMM_TRACE_FILE
+  ab [--dry-run] [--tests] PATCH[,PATCH...] FILTER [ROUNDS]
+        same-run A/B: build the tree and one copy per patch, run the
+        benchmarks matching FILTER alternately, print medians side by side
+  power [ROW] [REPETITIONS]
+        one MoE row per implementation for seconds, with the SM clock and
+        power sampled by nvidia-smi (time, TFLOP/s, per GHz, per kW)
+  ncu FILTER [FILTER...]
+        Nsight Compute report of one ggemm kernel launch per filter
+  sweep_lora [COPY_GBPS]
+        time the LoRA shrink and expand at every tile_m the config
+        override allows, through the Python package (needs PyTorch)
+USAGE
+}
+
+tool=${1:-}
+[ -n "$tool" ] || { usage; exit 2; }
+shift
+case "$tool" in
+  probe) exec "$here/probe.sh" "$@" ;;
+  trace) exec "$here/trace.sh" "$@" ;;
+  trace_report) exec python3 "$here/trace_report.py" "$@" ;;
+  ab) exec "$here/ab_bench.sh" "$@" ;;
+  power) exec "$here/power.sh" "$@" ;;
+  ncu) exec "$here/ncu.sh" "$@" ;;
+  sweep_lora)
+    cd "$here/../.."
+    GGEMM_LIBRARY=${GGEMM_LIBRARY:-build/libggemm.so} PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} \
+      exec python3 bench/dev/sweep_lora.py "$@" ;;
+  -h|--help|help) usage ;;
+  *) echo "unknown tool: $tool" >&2; usage >&2; exit 2 ;;
+esac
