@@ -73,7 +73,7 @@ struct Session {
   std::unique_ptr<MoeProblem> problem;
   std::unique_ptr<CublasGrouped> grouped;
   std::unique_ptr<CublasLoopGraph> loop;
-  DeviceBuffer zero_ids;  // GGEMM_BENCH_ONE_EXPERT: every group on expert 0
+  DeviceBuffer zero_ids;  // --one_expert: every group on expert 0
 
   MoeProblem& use_shape(int index) {
     if (index != shape_index) {

@@ -361,7 +361,7 @@ std::vector<Case> cases() {
   // 64 with no unowned rows, three segments of activation planes. (Written
   // for the resident short-K kernel of session 16, refuted and not landed:
   // bench/experiments/sm90_short_k_resident.patch; run on the H200 with the
-  // tiled kernel there, automatic and GGEMM_SM90_SHORT_K=1.)
+  // tiled kernel there, automatic and forced where possible: ggemm_tests_forced_plan.)
   {
     Case c{"short_k_one_row_groups"};
     for (int g = 0; g < 60; ++g) c.rows.push_back(g % 7 == 3 ? 0 : 1);

@@ -9,7 +9,7 @@
 #   bench/dev/run.sh ab /tmp/b.patch 'lora_.*ggemm_graph' [rounds]
 #   bench/dev/run.sh ab /tmp/b.patch,/tmp/c.patch 'lora_' 3   # B and C against A
 #
-# Env: OUT (logs; default ./h200_out), GGEMM_BENCH_* overrides apply to all.
+# Env: OUT (logs; default ./h200_out).
 # --dry-run: apply the patches and configure every tree, build and run
 # nothing (for checking patches on a machine without a GPU).
 # --tests: afterwards also build and run build/tests/ggemm_tests (every GPU

@@ -9,9 +9,7 @@
 # Besides speed of light, warp states and occupancy, the reports carry the
 # pipe utilisation (ComputeWorkloadAnalysis: the tensor pipe) and the
 # shared-memory tables (MemoryWorkloadAnalysis_Tables: wavefronts, bank
-# conflicts). The
-# environment passes through, so GGEMM_BENCH_TILE_M=128
-# profiles that variant.
+# conflicts).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/h200_out}

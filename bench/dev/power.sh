@@ -3,7 +3,7 @@
 # do the compute-bound rows lose to the
 # power cap's clock, or do they do less work per clock than cuBLAS? Each
 # implementation runs alone in its own process for seconds
-# (GGEMM_BENCH_REPETITIONS) while nvidia-smi samples the SM clock and power
+# (--repetitions) while nvidia-smi samples the SM clock and power
 # every 50 ms; bench/dev/power_report.py keeps the samples of the row's own
 # window and prints time, TFLOP/s, mean clock and power, and TFLOP/s per
 # GHz (work per clock: the mainloop's efficiency with the clock divided out)

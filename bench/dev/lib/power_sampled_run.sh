@@ -1,6 +1,6 @@
 # Sourced by bench/dev/power.sh.
 # power_sampled_run DIR TAG REPS BINARY FILTER: one benchmark process of
-# REPS repetitions (GGEMM_BENCH_REPETITIONS) of the rows matching FILTER,
+# REPS repetitions (--repetitions) of the rows matching FILTER,
 # while nvidia-smi samples the SM clock and power every 50 ms; writes
 # DIR/power_TAG.{csv,json,txt} for bench/dev/power_report.py.
 power_sampled_run() {
@@ -9,7 +9,7 @@ power_sampled_run() {
   nvidia-smi --query-gpu=$field --format=csv,noheader > /dev/null 2>&1 || field=power.draw
   nvidia-smi --query-gpu=timestamp,clocks.sm,$field --format=csv,noheader,nounits -lms 50 > "$dir/power_$tag.csv" &
   smi=$!
-  GGEMM_BENCH_REPETITIONS=$reps "$binary" --benchmark_filter="$filter" \
+  "$binary" --repetitions="$reps" --benchmark_filter="$filter" \
     --benchmark_out="$dir/power_$tag.json" --benchmark_out_format=json > "$dir/power_$tag.txt" 2>&1
   kill "$smi"; wait "$smi" 2>/dev/null
   sleep 2  # let the clock recover, so each process starts alike
