@@ -8,6 +8,7 @@
 #   git diff > /tmp/b.patch; git stash        # B = the change, A = without it
 #   bench/dev/run.sh ab /tmp/b.patch 'lora_.*ggemm_graph' [rounds]
 #   bench/dev/run.sh ab /tmp/b.patch,/tmp/c.patch 'lora_' 3   # B and C against A
+#   bench/dev/run.sh ab /path/to/other/source/tree '/ggemm/'   # B = another source tree as it is
 #
 # Env: OUT (logs; default ./h200_out).
 # --dry-run: apply the patches and configure every tree, build and run
@@ -40,6 +41,12 @@ IFS=',' read -r -a patch_list <<< "$patches"
 [ ${#patch_list[@]} -le ${#letters[@]} ] || { echo "at most ${#letters[@]} patches"; exit 1; }
 for i in "${!patch_list[@]}"; do
   label=${letters[$i]}
+  if [ -d "${patch_list[$i]}" ]; then  # a source tree: built as it is, in a folder of its own
+    tree=$(realpath "${patch_list[$i]}")
+    labels+=("$label"); sources+=("$tree"); builds+=("$(mktemp -d /tmp/ggemm_ab_$label.XXXXXX)")
+    echo "$label: the source tree $tree"
+    continue
+  fi
   tree=$(mktemp -d /tmp/ggemm_ab_$label.XXXXXX)
   # The tracked and untracked source files, without build outputs (nor
   # tracked files this tree has deleted or renamed).
@@ -51,8 +58,13 @@ for i in "${!patch_list[@]}"; do
 done
 echo "A: this tree, built in ${builds[0]}"
 
+# A copy of Abseil's headers and archives beside this tree (.absl/, for a
+# machine without libabsl-dev) serves every tree that needs one.
+absl=()
+[ -d "$PWD/.absl" ] && absl=(-DGGEMM_ABSL_PREFIX="$PWD/.absl")
 for i in "${!labels[@]}"; do
-  cmake -S "${sources[$i]}" -B "${builds[$i]}" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$out/ab_configure_${labels[$i]}.log"
+  cmake -S "${sources[$i]}" -B "${builds[$i]}" -G Ninja -DCMAKE_BUILD_TYPE=Release "${absl[@]}" \
+    > "$out/ab_configure_${labels[$i]}.log" 2>&1
 done
 [ $dry -eq 1 ] && { echo "dry run: every tree configured"; exit 0; }
 
