@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "ptx/grouped_params.h"
+#include "ptx/blocks/grouped_params.h"
 #include "ptx/sm100/kernel_table.h"
 #include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/kernel_table.h"

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "ptx/grouped_params.h"
-#include "ptx/l2_prefetch.h"
+#include "ptx/blocks/grouped_params.h"
+#include "ptx/blocks/l2_prefetch.h"
 #include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/short_k_layout.h"
 #include "ptx/sm90/smem_layout.h"
@@ -266,7 +266,7 @@ ggemm_status fill_params(const Driver &drv, const GroupedLaunch &a, const ArchKe
   return GGEMM_STATUS_SUCCESS;
 }
 
-// Small operands staged in L2 at kernel start (ptx/l2_prefetch.h; which
+// Small operands staged in L2 at kernel start (ptx/blocks/l2_prefetch.h; which
 // ones: l2_prefetch_worthwhile).
 void set_l2_prefetch(const GroupedLaunch &a, int64_t grid, GroupedGemmParams *p) {
   const uint64_t in_bytes = dtype_bytes(a.in_dtype);

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "ptx/tile_scheduler.h"
+#include "ptx/blocks/tile_scheduler.h"
 #include "runtime/status.h"
 
 namespace ggemm {
@@ -58,7 +58,7 @@ ggemm_status check_rows(int64_t m) {
 }
 
 // m x n outputs of one launch: the kernels' tile walk counts a group's tiles
-// in 32 bits, which holds up to kMaxOutputElements (ptx/tile_scheduler.h).
+// in 32 bits, which holds up to kMaxOutputElements (ptx/blocks/tile_scheduler.h).
 ggemm_status check_output_elements(int64_t m, int64_t n, const char *n_name, int64_t n_value, const char *output) {
   if (m > 0 && uint64_t(m) * uint64_t(n) > kMaxOutputElements)
     return fail(GGEMM_STATUS_INVALID_DIMENSION,

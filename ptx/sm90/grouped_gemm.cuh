@@ -7,7 +7,7 @@
 //
 //   warpgroup 0  40 registers. Warp 1: one thread walks the tiles and hands
 //                each to the other roles through shared memory
-//                (ptx/tile_handoff.h), so no other role waits on the walk's
+//                (ptx/blocks/tile_handoff.h), so no other role waits on the walk's
 //                routing loads. Warp 0: the producer, one thread issuing TMA
 //                loads of each tile's weights and tokens into a ring of
 //                `stages` buffers (full/empty mbarrier pairs). With K-sliced
@@ -29,7 +29,7 @@
 // it.
 //
 // ClusterM = 2: clusters of two CTAs walk pair tiles of 256 features and one
-// token tile (ptx/cluster_tiles.h). Each CTA loads its own 128 weight rows
+// token tile (ptx/blocks/cluster_tiles.h). Each CTA loads its own 128 weight rows
 // and half of the token tile, multicast into both CTAs' shared memory, so
 // the pair reads the shared tokens from L2 once instead of twice. A stage
 // is free when the consumers of both CTAs have released it: each consumer
@@ -38,23 +38,28 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../cluster.h"
-#include "../cluster_tiles.h"
-#include "../grouped_params.h"
-#include "../l2_prefetch.h"
-#include "../mbarrier.h"
-#include "../pipeline.h"
-#include "../routing_check.h"
-#include "../routing_prefetch.h"
-#include "../stmatrix.h"
-#include "../tile_handoff.h"
-#include "../tile_scheduler.h"
-#include "../tma.h"
-#include "../trace.h"
+#include "../blocks/cluster_tiles.h"
+#include "../blocks/grouped_params.h"
+#include "../blocks/l2_prefetch.h"
+#include "../blocks/pipeline.h"
+#include "../blocks/routing_check.h"
+#include "../blocks/routing_prefetch.h"
+#include "../blocks/tile_handoff.h"
+#include "../blocks/tile_scheduler.h"
+#include "../blocks/trace.h"
+#include "../instr/barrier.h"
+#include "../instr/cluster.h"
+#include "../instr/elect.h"
+#include "../instr/fence.h"
+#include "../instr/ldmatrix.h"
+#include "../instr/mbarrier.h"
+#include "../instr/setmaxnreg.h"
+#include "../instr/sm90/wgmma.h"
+#include "../instr/stmatrix.h"
+#include "../instr/tma.h"
 #include "kernel_table.h"
 #include "smem_layout.h"
 #include "staging_buffers.h"
-#include "wgmma.h"
 
 namespace ggemm::sm90 {
 
@@ -272,7 +277,7 @@ struct GroupedGemmSm90 {
   // ---- tile walker: one thread of warp 1 -----------------------------------
   // The only role that walks the tiles (its chain of dependent routing
   // loads): each tile goes to the producer and the consumers through the
-  // handoff (ptx/tile_handoff.h), up to kTileSlots ahead of the slowest.
+  // handoff (ptx/blocks/tile_handoff.h), up to kTileSlots ahead of the slowest.
   GGEMM_DEVICE static void walk_tiles(const GroupedGemmParams &p, uint8_t *handoff_region) {
     GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
     TileHandoff handoff;

@@ -47,14 +47,17 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../cluster.h"
-#include "../grouped_params.h"
-#include "../mma_sync.h"
-#include "../out_convert.h"
-#include "../tma.h"
-#include "../routing_check.h"
-#include "../stmatrix.h"
-#include "../tile_scheduler.h"
+#include "../blocks/grouped_params.h"
+#include "../blocks/out_convert.h"
+#include "../blocks/routing_check.h"
+#include "../blocks/tile_scheduler.h"
+#include "../instr/cluster.h"
+#include "../instr/cp_async.h"
+#include "../instr/fence.h"
+#include "../instr/ldmatrix.h"
+#include "../instr/mbarrier.h"
+#include "../instr/mma_sync.h"
+#include "../instr/tma.h"
 #include "short_k_layout.h"
 
 namespace ggemm::sm90 {
@@ -120,8 +123,8 @@ struct ShortKGroupedGemmSm90 {
   // dependent ones (usage, then offsets, then ids; decode expand 7.1-7.2 ->
   // 6.7-6.8 us in two same-run A/Bs, NOTES v0.17). A table of the tiles
   // themselves (two CTA-wide scans at entry, then a binary search instead
-  // of the walk) was level there and cost 0.5 us with no groups
-  // (bench/experiments/sm90_short_k_tile_table.patch). A call with more
+  // of the walk) gains nothing over this and costs its scans when there are
+  // no groups. A call with more
   // groups than the table holds walks global memory. `row_blocks`: the
   // call's row blocks, at most: from the table, each thread its groups'
   // (group_row_blocks_bound; each group's end loaded in the same trip),

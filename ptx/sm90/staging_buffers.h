@@ -15,7 +15,7 @@
 #pragma once
 #include <cstdint>
 
-#include "../arch.h"
+#include "../instr/arch.h"
 
 namespace ggemm::sm90 {
 

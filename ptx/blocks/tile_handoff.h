@@ -11,8 +11,7 @@
 // too: their consumers write zeros) into a ring of kTileSlots slots, up to
 // kTileSlots ahead of the slowest receiver, and a slot holding rows = 0
 // ends the sequence. The producer and the consumers read a slot at
-// shared-memory latency. (H200, same-run A/B: Qwen3 down 185 -> 174 us,
-// LoRA decode expand 9.6 -> 8.6; rows with few tiles per CTA level.)
+// shared-memory latency.
 //
 // Each slot has a full barrier (1 arrival: the walker, after writing the
 // slot; its release orders the writes before the receivers' acquire in the
@@ -21,8 +20,8 @@
 #pragma once
 #include <cstdint>
 
-#include "arch.h"
-#include "mbarrier.h"
+#include "../instr/arch.h"
+#include "../instr/mbarrier.h"
 #include "tile_scheduler.h"
 
 namespace ggemm {

@@ -103,14 +103,14 @@ struct GroupedGemmParams {
   uint32_t consumer_warpgroups;
   // Operands small enough to stage in L2 at kernel start (activations,
   // weights; null / 0 = not prefetched; which: l2_prefetch_worthwhile):
-  // each CTA prefetches its 1 / gridDim share (ptx/l2_prefetch.h).
+  // each CTA prefetches its 1 / gridDim share (ptx/blocks/l2_prefetch.h).
   // Latency-bound calls (decode, LoRA) otherwise wait one DRAM round trip
   // per tile for operands that could have been on their way since the
   // launch.
   const void *l2_prefetch[2];
   uint64_t l2_prefetch_bytes[2];
 #if GGEMM_TRACE
-  uint64_t *trace;  // diagnostic builds only: the event buffer (ptx/trace.h), null = off
+  uint64_t *trace;  // diagnostic builds only: the event buffer (ptx/blocks/trace.h), null = off
 #endif
 };
 

@@ -11,9 +11,9 @@
 #pragma once
 #include <cstdint>
 
-#include "arch.h"
+#include "../instr/arch.h"
 #include "grouped_params.h"
-#include "tma.h"
+#include "../instr/tma.h"
 
 namespace ggemm {
 
