@@ -46,8 +46,8 @@ GGEMM_DEVICE bool mbarrier_try_wait_parity(uint64_t *bar, uint32_t parity) {
 // map_shared_to_rank), in any CTA of the cluster. Not .release.cluster: that
 // orders every earlier memory access of the thread cluster-wide, which ptxas
 // implements as MEMBAR.ALL.CTA + MEMBAR.ALL.GPU, waiting for the thread's
-// outstanding global stores — per pipeline stage it made the sm_90a pair
-// kernel 2.4x slower (NOTES v0.6). These arrivals only say "done reading":
+// outstanding global stores, once per pipeline stage. These arrivals only
+// say "done reading":
 // a stage whose wgmmas wgmma.wait_group retired, an accumulator whose
 // tcgen05.ld wait::ld completed (and tcgen05.fence::before_thread_sync
 // ordered).

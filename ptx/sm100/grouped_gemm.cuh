@@ -1,5 +1,5 @@
-// The sm_100a persistent, warp-specialised grouped GEMM (DESIGN.md section 3,
-// issue 5). Written for the B200 and compiled for sm_100a; NO PART OF IT HAS
+// The sm_100a persistent, warp-specialised grouped GEMM (docs/design.md,
+// kernel architecture). Written for the B200 and compiled for sm_100a; NO PART OF IT HAS
 // RUN ON BLACKWELL HARDWARE (none has been lent). What is checked instead:
 // its SASS (tests/check_sass_sm100.py --table: MMA, tensor-memory alloc and
 // load, commit barrier, no local memory), its descriptor encoders (unit tests

@@ -1,4 +1,4 @@
-// The one table of sm_100a grouped-GEMM instantiations (issue 5). The kernels
+// The one table of sm_100a grouped-GEMM instantiations. The kernels
 // files expand it into extern "C" entry points named
 //   ggemm_sm100_grouped_<in>_<out>_<kmajor|mnmajor>_m<tile_m>
 // (with _cta2 appended for cta_group 2) and the runtime builds the same

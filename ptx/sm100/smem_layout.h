@@ -1,4 +1,4 @@
-// Shared-memory layout and thread roles of the sm_100a grouped GEMM (issue 5),
+// Shared-memory layout and thread roles of the sm_100a grouped GEMM,
 // computed identically by the runtime (to size the launch and pick the stage
 // count) and the kernel.
 #pragma once

@@ -1,4 +1,5 @@
-// The sm_90a persistent, warp-specialised grouped GEMM (DESIGN.md section 3).
+// The sm_90a persistent, warp-specialised grouped GEMM (docs/design.md,
+// kernel architecture).
 //
 // One CTA per SM walks output tiles of tile_m tokens x 128 features. A and B
 // are swapped as the MMA sees them: the weights are the wgmma's M side (two
@@ -107,7 +108,7 @@ struct GroupedGemmSm90 {
   static constexpr uint32_t kBoxes = kFeaturesPerWarpgroup / kColsPerBox;
   // The epilogue stages at most 128 tokens at a time (kStageTokens, the C
   // tensor map's box rows): a whole 256-token tile would take 64 KB and leave
-  // 3 pipeline stages instead of 4 (NOTES v0.3).
+  // 3 pipeline stages instead of 4.
   static constexpr uint32_t kStageTokens = sm90_epilogue_stage_tokens(TileM);
   static constexpr uint32_t kStageChunks = TileM / kStageTokens;
   static constexpr uint32_t kStagingBytes = kBoxes * kStageTokens * 128;
@@ -320,8 +321,8 @@ struct GroupedGemmSm90 {
           int32_t(tile.row0 + r * kTokensPerCta + (p.a_planes ? tile.segment * p.m : 0));
       // A tile narrower than TileM loads only the token rows its MMA reads
       // (narrow_token_boxes): under load the stages come at the pace of
-      // their bytes, not of the MMA (NOTES v0.21: the Zipf row's narrow
-      // tiles took as long as full ones).
+      // their bytes, not of the MMA, so a narrow tile loading full boxes
+      // takes as long as a full one.
       const CUtensorMap *tokens = &p.tmap_tokens;
       uint32_t tile_stage_bytes = stage_bytes;
       if (narrow_token_boxes(p)) {
