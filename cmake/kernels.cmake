@@ -27,10 +27,14 @@ endif()
 # Every device header (the sm_100a probe in tests/ depends on all of them) ...
 file(GLOB_RECURSE GGEMM_PTX_HEADERS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.cuh ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.inc)
-# ... and those shared by every architecture (ptx/*.h, not recursive), so an
-# edit under ptx/sm100/ does not rebuild the sm_90a fatbins.
+# ... and those shared by every architecture: the instruction wrappers of
+# ptx/instr/ (not its sm90/, sm100/ subfolders) and the building blocks of
+# ptx/blocks/, so an edit under ptx/sm100/ or ptx/instr/sm100/ does not
+# rebuild the sm_90a fatbins.
 file(GLOB GGEMM_PTX_COMMON_HEADERS CONFIGURE_DEPENDS
-  ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.cuh ${CMAKE_CURRENT_SOURCE_DIR}/ptx/*.inc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/ptx/instr/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/instr/*.cuh
+  ${CMAKE_CURRENT_SOURCE_DIR}/ptx/instr/*.inc
+  ${CMAKE_CURRENT_SOURCE_DIR}/ptx/blocks/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/blocks/*.cuh)
 
 set(GGEMM_FATBINS)        # every fatbin (tests/check_sass.py)
 set(GGEMM_SM90_FATBINS)   # per architecture (the sm_100a SASS test)
@@ -39,9 +43,12 @@ set(GGEMM_FATBIN_INCBINS "")
 set(GGEMM_FATBIN_SYMBOLS "")
 set(GGEMM_FATBIN_ARCHS "")
 foreach(dir ${GGEMM_KERNEL_DIRS})
+  # The architecture's kernels (ptx/<dir>/) and its instruction wrappers
+  # (ptx/instr/<dir>/).
   file(GLOB_RECURSE arch_headers CONFIGURE_DEPENDS
     ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.cuh
-    ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.inc)
+    ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.inc
+    ${CMAKE_CURRENT_SOURCE_DIR}/ptx/instr/${dir}/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/instr/${dir}/*.inc)
   foreach(dtype ${GGEMM_KERNEL_DTYPES})
     set(name kernels_${dtype})
     set(src ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/${name}.cu)

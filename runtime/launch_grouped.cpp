@@ -5,8 +5,8 @@
 #include <cstring>
 #include <string>
 
-#include "ptx/grouped_params.h"
-#include "ptx/l2_prefetch.h"
+#include "ptx/blocks/grouped_params.h"
+#include "ptx/blocks/l2_prefetch.h"
 #include "runtime/debug.h"
 #include "runtime/tensor_map.h"
 #include "runtime/trace.h"

@@ -33,11 +33,11 @@ struct GroupedShape {
 bool spans_segments(const GroupedShape &s);
 
 // Column blocks of kGroupedTileN features per row block, as the tile
-// scheduler (ptx/tile_scheduler.h) counts them for this call.
+// scheduler (ptx/blocks/tile_scheduler.h) counts them for this call.
 int64_t column_blocks(const GroupedShape &s);
 
 // The most elements one call's output may have: the kernels' tile walk
-// counts a group's tiles in 32 bits (ptx/tile_scheduler.h).
+// counts a group's tiles in 32 bits (ptx/blocks/tile_scheduler.h).
 uint64_t max_output_elements();
 
 // Weight rows per tile on both architectures (the sm_90a tile of two m64

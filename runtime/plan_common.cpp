@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "ptx/tile_scheduler.h"
+#include "ptx/blocks/tile_scheduler.h"
 #include "runtime/plan_rules.h"
 
 namespace ggemm {

@@ -5,7 +5,7 @@
 // difference), and every stage that fits.
 #include <algorithm>
 
-#include "ptx/grouped_params.h"
+#include "ptx/blocks/grouped_params.h"
 #include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/smem_layout.h"
 #include "runtime/plan_rules.h"

@@ -9,7 +9,7 @@
 //      to the shared memory.
 #include <algorithm>
 
-#include "ptx/grouped_params.h"
+#include "ptx/blocks/grouped_params.h"
 #include "ptx/sm90/short_k_layout.h"
 #include "ptx/sm90/smem_layout.h"
 #include "runtime/plan_rules.h"

@@ -1,5 +1,5 @@
 // Event traces of kernel launches, for diagnostic builds only
-// (cmake -DGGEMM_TRACE=ON; ptx/trace.h says what the kernels record).
+// (cmake -DGGEMM_TRACE=ON; ptx/blocks/trace.h says what the kernels record).
 //
 // With GGEMM_TRACE_FILE=path set, a traced launch gets an event buffer, is
 // synchronised after it, and appends one record to the file:
@@ -18,8 +18,8 @@
 
 #include <cstdint>
 
-#include "ptx/grouped_params.h"
-#include "ptx/trace.h"
+#include "ptx/blocks/grouped_params.h"
+#include "ptx/blocks/trace.h"
 #include "runtime/driver.h"
 #include "runtime/status.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Trace builds (cmake -DGGEMM_TRACE=ON, ptx/trace.h) must keep compiling, and
+# Trace builds (cmake -DGGEMM_TRACE=ON, ptx/blocks/trace.h) must keep compiling, and
 # their report must read what they write, without CI building everything
 # twice: the sm_90a bf16 kernels with events on, the runtime's trace code
 # with GGEMM_TRACE=1 (syntax only), and bench/dev/trace_report.py's self-test.

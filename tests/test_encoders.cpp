@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "ptx/sm90/wgmma_desc.h"
+#include "ptx/instr/sm90/wgmma_desc.h"
 
 namespace ggemm::sm90 {
 namespace {

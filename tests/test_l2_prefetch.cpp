@@ -1,11 +1,11 @@
-// The L2 prefetch of small operands (ptx/l2_prefetch.h): the shares the CTAs
+// The L2 prefetch of small operands (ptx/blocks/l2_prefetch.h): the shares the CTAs
 // of a launch prefetch (together exactly the operand's bytes rounded down to
 // 16, disjoint, 16-byte aligned, none past the end), and which operands.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
-#include "ptx/l2_prefetch.h"
+#include "ptx/blocks/l2_prefetch.h"
 
 namespace ggemm {
 namespace {

@@ -128,7 +128,7 @@ uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t 
 }
 
 // Beside the dynamic layout, every sm_90a kernel has the tile handoff in
-// static shared memory (ptx/tile_handoff.h): 8 slots of a full and an empty
+// static shared memory (ptx/blocks/tile_handoff.h): 8 slots of a full and an empty
 // barrier (8 bytes each) and a 32-byte tile. Both count against the opt-in
 // limit.
 constexpr uint64_t kStaticBytes = 8 * (2 * 8 + 32);

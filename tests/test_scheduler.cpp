@@ -1,5 +1,5 @@
 // CPU simulation of whole persistent launches with the grouped tile scheduler
-// the kernels run (ptx/tile_scheduler.h): every CTA walks its own scheduler
+// the kernels run (ptx/blocks/tile_scheduler.h): every CTA walks its own scheduler
 // instance over t = blockIdx.x, += gridDim.x, exactly as the kernel loop does,
 // and the union of all tiles must cover each owned output element once.
 #include <gtest/gtest.h>
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "ggemm.h"
-#include "ptx/routing_check.h"
-#include "ptx/cluster_tiles.h"
-#include "ptx/grouped_params.h"
-#include "ptx/tile_scheduler.h"
+#include "ptx/blocks/routing_check.h"
+#include "ptx/blocks/cluster_tiles.h"
+#include "ptx/blocks/grouped_params.h"
+#include "ptx/blocks/tile_scheduler.h"
 
 namespace ggemm {
 namespace {
@@ -169,7 +169,7 @@ void check_launch(const Routing &r, uint32_t tile_m, uint32_t grid) {
   }
 }
 
-// One simulated launch in clusters (ptx/cluster_tiles.h): clusters of
+// One simulated launch in clusters (ptx/blocks/cluster_tiles.h): clusters of
 // `cta_group` CTAs (sm_100a's cta_group, sm_90a's cluster_m; the walk is the
 // same) take pair tiles of 128 * cta_group weight rows; every CTA runs its
 // own scheduler, as on the device. Checks that the CTAs of a cluster agree
@@ -529,7 +529,7 @@ TEST(NarrowTokenBoxes, MapsExistExactlyForWidthsBelowTheTile) {
   }
 }
 
-// Checked mode's per-group rule (ptx/routing_check.h), the code the kernel's
+// Checked mode's per-group rule (ptx/blocks/routing_check.h), the code the kernel's
 // checking warp runs, against the C ABI's bits.
 TEST(RoutingCheck, FaultBitsMatchTheAbiAndEachRule) {
   static_assert(kFaultOffsetsNotMonotone == GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE);

@@ -1,5 +1,5 @@
 // The sm_100a (tcgen05) encoders, bit by bit, against the PTX ISA tables
-// (section numbers of PTX ISA 9.1/9.2; anchors in ptx/sm100/umma_desc.h):
+// (section numbers of PTX ISA 9.1/9.2; anchors in ptx/instr/sm100/umma_desc.h):
 //   9.7.16.4.1  Shared Memory Descriptor (Table 40), 64 bits
 //   9.7.16.4.2  Instruction Descriptor for .kind::f16 (Table 42), 32 bits
 //   9.7.16.1.1  Tensor Memory Addressing: lane 31..16, column 15..0
@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "ptx/sm100/umma_desc.h"
+#include "ptx/instr/sm100/umma_desc.h"
 
 namespace ggemm::sm100 {
 namespace {

@@ -5,7 +5,7 @@
 // reports it as C7511, the wgmma pipeline's registers).
 #include <cstdint>
 
-#include "ptx/sm90/wgmma.h"
+#include "ptx/instr/sm90/wgmma.h"
 
 extern "C" __global__ void __launch_bounds__(128) wgmma_chain(float *out, uint64_t desc_a, uint64_t desc_b, int steps) {
   using namespace ggemm::sm90;

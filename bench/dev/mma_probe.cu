@@ -37,11 +37,13 @@
 #include <vector>
 
 #include "bench/dev/probe_util.h"
-#include "ptx/fence.h"
-#include "ptx/mbarrier.h"
-#include "ptx/stmatrix.h"
-#include "ptx/sm90/wgmma.h"
-#include "ptx/tma.h"
+#include "ptx/instr/barrier.h"
+#include "ptx/instr/fence.h"
+#include "ptx/instr/mbarrier.h"
+#include "ptx/instr/setmaxnreg.h"
+#include "ptx/instr/sm90/wgmma.h"
+#include "ptx/instr/stmatrix.h"
+#include "ptx/instr/tma.h"
 
 namespace {
 

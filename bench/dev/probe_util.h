@@ -12,8 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "ptx/cluster.h"
-#include "ptx/mbarrier.h"
+#include "ptx/instr/cluster.h"
+#include "ptx/instr/fence.h"
+#include "ptx/instr/mbarrier.h"
 
 #define PROBE_CHECK_CUDA(x)                                                                    \
   do {                                                                                         \

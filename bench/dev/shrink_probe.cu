@@ -40,9 +40,9 @@
 #include <vector>
 
 #include "bench/dev/probe_util.h"
-#include "ptx/cluster.h"
-#include "ptx/mbarrier.h"
-#include "ptx/tma.h"
+#include "ptx/instr/cluster.h"
+#include "ptx/instr/mbarrier.h"
+#include "ptx/instr/tma.h"
 
 namespace {
 

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "bench/dev/probe_util.h"
-#include "ptx/mbarrier.h"
-#include "ptx/tma.h"
+#include "ptx/instr/mbarrier.h"
+#include "ptx/instr/tma.h"
 
 namespace {
 

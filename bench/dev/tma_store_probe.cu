@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "bench/dev/probe_util.h"
-#include "ptx/fence.h"
-#include "ptx/tma.h"
+#include "ptx/instr/fence.h"
+#include "ptx/instr/tma.h"
 
 namespace {
 
@@ -71,7 +71,7 @@ __device__ void tma_store_3d(const CUtensorMap *map, const uint8_t *src, int c0,
                : "memory");
 }
 
-// The kernel's tile order (ptx/tile_scheduler.h, one band per group here).
+// The kernel's tile order (ptx/blocks/tile_scheduler.h, one band per group here).
 __device__ void tile_origin(int t, int *row0, int *col0) {
   const int per_group = kRowBlocksPerGroup * kColBlocks;
   const int group = t / per_group, local = t % per_group;

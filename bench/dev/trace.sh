@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call that answers where the time goes inside the kernels: a
-# trace build (build-trace/, cmake -DGGEMM_TRACE=ON; ptx/trace.h), then one
+# trace build (build-trace/, cmake -DGGEMM_TRACE=ON; ptx/blocks/trace.h), then one
 # traced call of each benchmark row below — a timed call, after an L2 flush
 # — each summarised by bench/dev/trace_report.py (load round trip per
 # stage, consumer starvation, producer issue gaps, mainloop and epilogue per

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Summarises a kernel event trace (GGEMM_TRACE_FILE of a -DGGEMM_TRACE=ON
-build; the format is in runtime/trace.h and ptx/trace.h).
+build; the format is in runtime/trace.h and ptx/blocks/trace.h).
 
     GGEMM_TRACE_FILE=/tmp/t.bin GGEMM_TRACE_SKIP=4 build-trace/bench/ggemm_bench \\
         --benchmark_filter='lora_shrink.*m4096_g8_r16/ggemm/'

@@ -1,5 +1,5 @@
-// The sm_100a persistent, warp-specialised grouped GEMM (DESIGN.md section 3,
-// issue 5). Written for the B200 and compiled for sm_100a; NO PART OF IT HAS
+// The sm_100a persistent, warp-specialised grouped GEMM (docs/design.md,
+// kernel architecture). Written for the B200 and compiled for sm_100a; NO PART OF IT HAS
 // RUN ON BLACKWELL HARDWARE (none has been lent). What is checked instead:
 // its SASS (tests/check_sass_sm100.py --table: MMA, tensor-memory alloc and
 // load, commit barrier, no local memory), its descriptor encoders (unit tests
@@ -25,11 +25,11 @@
 //              then release the accumulator, so the MMAs of the next tile
 //              run into the other buffer while this one drains.
 //   warp 6     one thread walks the tiles and hands each to the roles above
-//              through shared memory (ptx/tile_handoff.h, the sm_90a
+//              through shared memory (ptx/blocks/tile_handoff.h, the sm_90a
 //              kernel's mechanism, measured there).
 //
 // cta_group 2 (CtaGroup = 2, a cluster of two CTAs): the pair walks tiles of
-// 256 weight rows (ptx/cluster_tiles.h). Each CTA loads its own 128
+// 256 weight rows (ptx/blocks/cluster_tiles.h). Each CTA loads its own 128
 // weight rows and half of the tokens, both loads completing on the leader's
 // (rank 0's) full barrier; the leader's MMA thread issues
 // tcgen05.mma.cta_group::2 (M 256), whose commits arrive on both CTAs'
@@ -39,21 +39,24 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../cluster.h"
-#include "../grouped_params.h"
-#include "../l2_prefetch.h"
-#include "../mbarrier.h"
-#include "../out_convert.h"
-#include "../pipeline.h"
-#include "../routing_check.h"
-#include "../routing_prefetch.h"
-#include "../tile_handoff.h"
-#include "../tile_scheduler.h"
-#include "../tma.h"
-#include "../cluster_tiles.h"
+#include "../blocks/cluster_tiles.h"
+#include "../blocks/grouped_params.h"
+#include "../blocks/l2_prefetch.h"
+#include "../blocks/out_convert.h"
+#include "../blocks/pipeline.h"
+#include "../blocks/routing_check.h"
+#include "../blocks/routing_prefetch.h"
+#include "../blocks/tile_handoff.h"
+#include "../blocks/tile_scheduler.h"
+#include "../instr/cluster.h"
+#include "../instr/cvta.h"
+#include "../instr/elect.h"
+#include "../instr/fence.h"
+#include "../instr/mbarrier.h"
+#include "../instr/sm100/tcgen05.h"
+#include "../instr/sm100/umma_desc.h"
+#include "../instr/tma.h"
 #include "smem_layout.h"
-#include "tcgen05.h"
-#include "umma_desc.h"
 
 namespace ggemm::sm100 {
 
@@ -80,7 +83,7 @@ struct GroupedGemmSm100 {
   static_assert(kAccBuffers * TileM <= kTmemColumns && kTmemColumns <= 512, "both accumulators fit in tensor memory");
   static constexpr uint32_t kFeaturesPerBox = 64;  // MN-major weight boxes: 128 bytes of features
   static constexpr uint32_t kEpilogueThreads = 32 * kEpilogueWarps;
-  // Who reads each handed-off tile (ptx/tile_handoff.h): the producer thread,
+  // Who reads each handed-off tile (ptx/blocks/tile_handoff.h): the producer thread,
   // the MMA thread (only the pair's leader issues MMAs) and every epilogue
   // thread.
   GGEMM_DEVICE static uint32_t tile_receivers(uint32_t rank) { return 1 + (rank == 0 ? 1 : 0) + kEpilogueThreads; }

@@ -1,18 +1,18 @@
-// Shared-memory layout and thread roles of the sm_100a grouped GEMM (issue 5),
+// Shared-memory layout and thread roles of the sm_100a grouped GEMM,
 // computed identically by the runtime (to size the launch and pick the stage
 // count) and the kernel.
 #pragma once
 #include <cstdint>
 
-#include "../arch.h"
-#include "../tile_handoff.h"
+#include "../instr/arch.h"
+#include "../blocks/tile_handoff.h"
 
 namespace ggemm::sm100 {
 
 // Roles, one warp each except the epilogue: warp 0 issues the TMA loads,
 // warp 1 allocates tensor memory and issues tcgen05.mma, warps 2..5 (one per
 // 32-lane quarter of tensor memory) run the epilogue, and warp 6 walks the
-// tiles for the others (ptx/tile_handoff.h, as on sm_90a).
+// tiles for the others (ptx/blocks/tile_handoff.h, as on sm_90a).
 constexpr uint32_t kProducerWarp = 0;
 constexpr uint32_t kMmaWarp = 1;
 constexpr uint32_t kFirstEpilogueWarp = 2;

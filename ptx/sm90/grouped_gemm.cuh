@@ -1,4 +1,5 @@
-// The sm_90a persistent, warp-specialised grouped GEMM (DESIGN.md section 3).
+// The sm_90a persistent, warp-specialised grouped GEMM (docs/design.md,
+// kernel architecture).
 //
 // One CTA per SM walks output tiles of tile_m tokens x 128 features. A and B
 // are swapped as the MMA sees them: the weights are the wgmma's M side (two
@@ -7,7 +8,7 @@
 //
 //   warpgroup 0  40 registers. Warp 1: one thread walks the tiles and hands
 //                each to the other roles through shared memory
-//                (ptx/tile_handoff.h), so no other role waits on the walk's
+//                (ptx/blocks/tile_handoff.h), so no other role waits on the walk's
 //                routing loads. Warp 0: the producer, one thread issuing TMA
 //                loads of each tile's weights and tokens into a ring of
 //                `stages` buffers (full/empty mbarrier pairs). With K-sliced
@@ -29,7 +30,7 @@
 // it.
 //
 // ClusterM = 2: clusters of two CTAs walk pair tiles of 256 features and one
-// token tile (ptx/cluster_tiles.h). Each CTA loads its own 128 weight rows
+// token tile (ptx/blocks/cluster_tiles.h). Each CTA loads its own 128 weight rows
 // and half of the token tile, multicast into both CTAs' shared memory, so
 // the pair reads the shared tokens from L2 once instead of twice. A stage
 // is free when the consumers of both CTAs have released it: each consumer
@@ -38,23 +39,28 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../cluster.h"
-#include "../cluster_tiles.h"
-#include "../grouped_params.h"
-#include "../l2_prefetch.h"
-#include "../mbarrier.h"
-#include "../pipeline.h"
-#include "../routing_check.h"
-#include "../routing_prefetch.h"
-#include "../stmatrix.h"
-#include "../tile_handoff.h"
-#include "../tile_scheduler.h"
-#include "../tma.h"
-#include "../trace.h"
+#include "../blocks/cluster_tiles.h"
+#include "../blocks/grouped_params.h"
+#include "../blocks/l2_prefetch.h"
+#include "../blocks/pipeline.h"
+#include "../blocks/routing_check.h"
+#include "../blocks/routing_prefetch.h"
+#include "../blocks/tile_handoff.h"
+#include "../blocks/tile_scheduler.h"
+#include "../blocks/trace.h"
+#include "../instr/barrier.h"
+#include "../instr/cluster.h"
+#include "../instr/elect.h"
+#include "../instr/fence.h"
+#include "../instr/ldmatrix.h"
+#include "../instr/mbarrier.h"
+#include "../instr/setmaxnreg.h"
+#include "../instr/sm90/wgmma.h"
+#include "../instr/stmatrix.h"
+#include "../instr/tma.h"
 #include "kernel_table.h"
 #include "smem_layout.h"
 #include "staging_buffers.h"
-#include "wgmma.h"
 
 namespace ggemm::sm90 {
 
@@ -102,7 +108,7 @@ struct GroupedGemmSm90 {
   static constexpr uint32_t kBoxes = kFeaturesPerWarpgroup / kColsPerBox;
   // The epilogue stages at most 128 tokens at a time (kStageTokens, the C
   // tensor map's box rows): a whole 256-token tile would take 64 KB and leave
-  // 3 pipeline stages instead of 4 (NOTES v0.3).
+  // 3 pipeline stages instead of 4.
   static constexpr uint32_t kStageTokens = sm90_epilogue_stage_tokens(TileM);
   static constexpr uint32_t kStageChunks = TileM / kStageTokens;
   static constexpr uint32_t kStagingBytes = kBoxes * kStageTokens * 128;
@@ -272,7 +278,7 @@ struct GroupedGemmSm90 {
   // ---- tile walker: one thread of warp 1 -----------------------------------
   // The only role that walks the tiles (its chain of dependent routing
   // loads): each tile goes to the producer and the consumers through the
-  // handoff (ptx/tile_handoff.h), up to kTileSlots ahead of the slowest.
+  // handoff (ptx/blocks/tile_handoff.h), up to kTileSlots ahead of the slowest.
   GGEMM_DEVICE static void walk_tiles(const GroupedGemmParams &p, uint8_t *handoff_region) {
     GroupedTileScheduler sched(grouped_problem(p), TileM, kPairTileN);
     TileHandoff handoff;
@@ -315,8 +321,8 @@ struct GroupedGemmSm90 {
           int32_t(tile.row0 + r * kTokensPerCta + (p.a_planes ? tile.segment * p.m : 0));
       // A tile narrower than TileM loads only the token rows its MMA reads
       // (narrow_token_boxes): under load the stages come at the pace of
-      // their bytes, not of the MMA (NOTES v0.21: the Zipf row's narrow
-      // tiles took as long as full ones).
+      // their bytes, not of the MMA, so a narrow tile loading full boxes
+      // takes as long as a full one.
       const CUtensorMap *tokens = &p.tmap_tokens;
       uint32_t tile_stage_bytes = stage_bytes;
       if (narrow_token_boxes(p)) {

@@ -4,9 +4,8 @@
 // Such a tile is one multiply deep: K fits in shared memory at once. The
 // persistent kernel (grouped_gemm.cuh) still pays its pipeline for it, a
 // chain of synchronisations per tile (handoff, stage barriers, staging
-// barrier, stores: ~0.85 us a tile at the decode expand, NOTES v0.15) after a
-// prologue of barrier inits (~1.2 us, NOTES v0.14). Here there is no pipeline
-// and (unsplit) no mbarrier: many small CTAs per SM, each walking the same tiles as the
+// barrier, stores) after a prologue of barrier inits, which a one-tile CTA
+// cannot amortise. Here there is no pipeline and (unsplit) no mbarrier: many small CTAs per SM, each walking the same tiles as the
 // persistent kernel (GroupedTileScheduler, from blockIdx.x by gridDim.x),
 // from a copy of the routing arrays that every CTA loads into shared memory
 // at entry (one memory trip), and per tile:
@@ -21,14 +20,13 @@
 //      staging tile; then 16-byte stores of whole rows, masked at the group's
 //      and segment's edges and routed to each segment's output view.
 // Latency hides behind the SM's other CTAs instead of a pipeline. Unlike
-// the persistent kernel it prefetches nothing at entry: on the decode expand
-// the routing arrays' prefetch.global.L1 cost 0.45 us and the operands' L2
-// prefetch gained nothing (NOTES v0.16); loading the routing arrays outright
-// gained 0.4 us (v0.17). K-major weights only; K a multiple
-// of 8 (the C ABI's rule).
+// the persistent kernel it prefetches nothing at entry: a prefetch of the
+// routing arrays costs more than it hides here and the operands' L2
+// prefetch gains nothing; the routing arrays are loaded outright instead
+// (stage_routing). K-major weights only; K a multiple of 8 (the C ABI's
+// rule).
 //
-// Split (KSplit = kShortKSplit; NOTES v0.18: the decode shrink 12.8 ->
-// 8.9 us on the H200): decode calls whose K is long (the LoRA shrink's
+// Split (KSplit = kShortKSplit): decode calls whose K is long (the LoRA shrink's
 // hidden size) have few tiles, and the persistent kernel streams each
 // tile's whole K through one SM (the decode shrink: 8 tiles of K 4096 on 8
 // SMs). Here a cluster of kShortKSplit CTAs takes each tile, every CTA one
@@ -36,25 +34,27 @@
 // memory trip of cp.async.bulk rows; all but rank 0 send their fp32
 // accumulators into rank 0's shared memory (one cp.async.bulk each,
 // counted on an mbarrier there), and rank 0 adds them in and runs the
-// epilogue. No cluster-wide barrier per tile: the first version's two
-// (barrier.cluster with release, MEMBAR.ALL.GPU each) and a pull over
-// distributed shared memory took ~3400 cycles of an ~15500-cycle kernel
-// (the clock probe, NOTES v0.18). Clusters of 16 (non-portable) halve each
-// CTA's slice but were slower: the H200 holds only 7 of them at once at
-// this shared memory, so the decode shrink's 8 tiles took two rounds
-// (8.5 -> 13.5 us, NOTES v0.19).
+// epilogue. No cluster-wide barrier per tile: barrier.cluster with release
+// costs a MEMBAR.ALL.GPU, and two of them plus a pull over distributed
+// shared memory would be a large share of the kernel. Clusters of 16
+// (non-portable) would halve each CTA's slice, but the H200 holds only 7 of
+// them at once at this shared memory, so a decode call's 8 tiles would take
+// two rounds.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../cluster.h"
-#include "../grouped_params.h"
-#include "../mma_sync.h"
-#include "../out_convert.h"
-#include "../tma.h"
-#include "../routing_check.h"
-#include "../stmatrix.h"
-#include "../tile_scheduler.h"
+#include "../blocks/grouped_params.h"
+#include "../blocks/out_convert.h"
+#include "../blocks/routing_check.h"
+#include "../blocks/tile_scheduler.h"
+#include "../instr/cluster.h"
+#include "../instr/cp_async.h"
+#include "../instr/fence.h"
+#include "../instr/ldmatrix.h"
+#include "../instr/mbarrier.h"
+#include "../instr/mma_sync.h"
+#include "../instr/tma.h"
 #include "short_k_layout.h"
 
 namespace ggemm::sm90 {
@@ -101,8 +101,8 @@ struct ShortKGroupedGemmSm90 {
     GroupedTile tile;
     uint32_t rounds = 0;  // split: the active tiles reduced so far (the mbarriers' phases)
     // A CTA whose next index is past the call's tiles stops without
-    // walking the groups to find out (the walk: ~230 cycles a group; ~1350
-    // after the split kernel's stores, NOTES v0.18).
+    // walking the groups to find out (the walk costs hundreds of cycles a
+    // group, more behind the split kernel's stores).
     const uint64_t tiles = row_blocks * sched.col_blocks();
     for (uint64_t t = blockIdx.x / KSplit; t < tiles && sched.next(t, &tile); t += gridDim.x / KSplit) {
       __syncthreads();  // the previous tile's staged outputs (and received partials) are all read out
@@ -117,11 +117,10 @@ struct ShortKGroupedGemmSm90 {
   // The walk's problem, its routing read from shared memory. Every thread
   // loads its share of a_offsets and expert_ids beside the usage word, all in
   // flight at once: one memory trip, where walking global memory takes three
-  // dependent ones (usage, then offsets, then ids; decode expand 7.1-7.2 ->
-  // 6.7-6.8 us in two same-run A/Bs, NOTES v0.17). A table of the tiles
+  // dependent ones (usage, then offsets, then ids). A table of the tiles
   // themselves (two CTA-wide scans at entry, then a binary search instead
-  // of the walk) was level there and cost 0.5 us with no groups
-  // (bench/experiments/sm90_short_k_tile_table.patch). A call with more
+  // of the walk) gains nothing over this and costs its scans when there are
+  // no groups. A call with more
   // groups than the table holds walks global memory. `row_blocks`: the
   // call's row blocks, at most: from the table, each thread its groups'
   // (group_row_blocks_bound; each group's end loaded in the same trip),
@@ -220,8 +219,8 @@ struct ShortKGroupedGemmSm90 {
   // = 8) gets its last 16 bytes zeroed here. Rows past valid_rows are left as
   // they are: each feeds only its own output row (weights) or column
   // (tokens), never stored (the LoRA shrink's tile has 48 of 128).
-  // Per-thread 16-byte cp.asyncs took ~5700 cycles for the shrink's 56 KB a
-  // CTA (the clock probe, NOTES v0.18).
+  // (Per-thread 16-byte cp.asyncs are much slower for slices of tens of
+  // KB.)
   GGEMM_DEVICE static void bulk_copy_rows(const GroupedGemmParams &p, const Elem *src, uint32_t valid_rows,
                                           uint32_t k_valid, uint8_t *dst, const ShortKLayout &layout,
                                           uint64_t *landed) {
@@ -239,10 +238,10 @@ struct ShortKGroupedGemmSm90 {
   // the bytes, waits, adds the slots into its own accumulators and then
   // arrives on every other rank's kPartialTaken, which they wait on before
   // they reuse the slot or exit (the bulk copy reads it until it lands).
-  // Per-thread st.async took ~2400 cycles to land (1792 16-byte
-  // completions on one mbarrier); two cluster barriers with release and a
-  // pull, ~3400 (the clock probe, NOTES v0.18). Returns whether this CTA
-  // holds the sum.
+  // One bulk copy, not per-thread st.async: thousands of 16-byte
+  // completions on one mbarrier land slowly, and cluster barriers with
+  // release plus a pull cost more still. Returns whether this CTA holds the
+  // sum.
   GGEMM_DEVICE static bool reduce_partials(float (&acc)[kFeatureBlocks][kTokenBlocks][4], uint8_t *smem,
                                            const ShortKLayout &layout, uint32_t rank, uint32_t round) {
     constexpr int kVectors = kFeatureBlocks * kTokenBlocks;  // float4s a thread
@@ -369,8 +368,8 @@ struct ShortKGroupedGemmSm90 {
       const uint32_t b_addr =
           smem_base + layout.tokens_offset() + ((lane / 16) * 8 + lane % 8) * layout.row_bytes + (lane / 8 % 2) * 16;
       const uint32_t k_steps = (k_valid + 15) / 16;
-      // One chain of dependent MMAs: two chains (even and odd steps) gained
-      // ~100 of the split slice's ~1840 MMA cycles (NOTES v0.18), noise.
+      // One chain of dependent MMAs: two chains (even and odd steps) gain
+      // no more than noise.
       for (uint32_t ks = 0; ks < k_steps; ++ks) mma_k_step(a_addr, b_addr, layout.row_bytes, ks, acc);
     }
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "../arch.h"
+#include "../instr/arch.h"
 #include "smem_layout.h"  // kTileN
 
 namespace ggemm::sm90 {

@@ -3,9 +3,9 @@
 #pragma once
 #include <cstdint>
 
-#include "../arch.h"
-#include "../tile_handoff.h"
-#include "../tile_scheduler.h"  // ceil_div
+#include "../instr/arch.h"
+#include "../blocks/tile_handoff.h"
+#include "../blocks/tile_scheduler.h"  // ceil_div
 
 namespace ggemm::sm90 {
 
@@ -89,7 +89,7 @@ GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_
 }
 
 // Static shared memory of every sm_90a kernel, beside the dynamic layout:
-// the tile handoff (ptx/tile_handoff.h), addressed by immediates so that no
+// the tile handoff (ptx/blocks/tile_handoff.h), addressed by immediates so that no
 // register holds its address (the consumers at tile_m 256 have none to
 // spare). It counts against the opt-in limit with the dynamic bytes.
 constexpr uint32_t kStaticSmemBytes = kTileHandoffBytes;

@@ -9,13 +9,13 @@
 // before a chunk is written into buffer b: if the newest group reads b, all
 // groups must finish (wait_group.read 0); otherwise every group reading b is
 // older than the newest one, and all but the newest suffice (wait 1).
-// (The rule it replaces waited for "all but the newest" whenever there were
-// two buffers, assuming the newest group read the other buffer — false after
-// a masked chunk; the H200 showed a zeroed tile, NOTES v0.5.)
+// (Waiting for "all but the newest" whenever there are two buffers is not
+// enough: it assumes the newest group reads the other buffer, which is false
+// after a masked chunk, and a store can then read a buffer being rewritten.)
 #pragma once
 #include <cstdint>
 
-#include "../arch.h"
+#include "../instr/arch.h"
 
 namespace ggemm::sm90 {
 

@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "fence.h"
+#include "cvta.h"
 
 #if defined(__CUDACC__)
 namespace ggemm::ptx {

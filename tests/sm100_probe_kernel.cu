@@ -1,7 +1,7 @@
 // Assembly probe: proves the wrappers assemble for sm_100a; never launched.
 //
 // This is NOT a GEMM and computes nothing meaningful (shared memory is never
-// filled). It calls every ptx/sm100/tcgen05.h wrapper once, in the order the
+// filled). It calls every ptx/instr/sm100/tcgen05.h wrapper once, in the order the
 // sm_100a kernel will (alloc -> mma -> commit -> mbarrier wait -> ld ->
 // dealloc), with plausible descriptors (bf16 x bf16 -> f32, M 128, N 128,
 // K-major 128B-swizzled tiles), so that tests/CMakeLists.txt can compile it to
@@ -10,8 +10,9 @@
 // memory. It is not part of libggemm.
 #include <cstdint>
 
-#include "../mbarrier.h"
-#include "tcgen05.h"
+#include "ptx/instr/fence.h"
+#include "ptx/instr/mbarrier.h"
+#include "ptx/instr/sm100/tcgen05.h"
 
 namespace {
 constexpr uint32_t kM = 128, kN = 128, kK = 64;    // one 128B-swizzle span of bf16 along K

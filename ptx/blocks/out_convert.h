@@ -5,7 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "arch.h"
+#include "../instr/arch.h"
 
 #if defined(__CUDACC__)
 namespace ggemm {

@@ -1,10 +1,10 @@
 // Thread-block clusters (PTX ISA 9.7.13 and the special registers of 10.x):
 // the CTA's rank, shared-memory addresses of a peer CTA, cluster-wide
-// barriers and remote mbarrier arrivals. Used by the sm_100a cta_group::2
-// kernel (two CTAs of a cluster share one MMA) and the sm_90a cluster_m 2
-// kernel (two CTAs share a token tile through TMA multicast).
+// barriers (remote mbarrier arrivals are in mbarrier.h). Used by the sm_100a
+// cta_group::2 kernel (two CTAs of a cluster share one MMA) and the sm_90a
+// cluster_m 2 kernel (two CTAs share a token tile through TMA multicast).
 #pragma once
-#include "fence.h"
+#include "cvta.h"
 
 #if defined(__CUDACC__)
 namespace ggemm::ptx {
@@ -40,20 +40,6 @@ GGEMM_DEVICE void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
 GGEMM_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
-
-// mbarrier.arrive.shared::cluster.b64 (release at CTA scope, the default) —
-// one arrival on the barrier at shared::cluster address `remote_bar` (see
-// map_shared_to_rank), in any CTA of the cluster. Not .release.cluster: that
-// orders every earlier memory access of the thread cluster-wide, which ptxas
-// implements as MEMBAR.ALL.CTA + MEMBAR.ALL.GPU, waiting for the thread's
-// outstanding global stores — per pipeline stage it made the sm_90a pair
-// kernel 2.4x slower (NOTES v0.6). These arrivals only say "done reading":
-// a stage whose wgmmas wgmma.wait_group retired, an accumulator whose
-// tcgen05.ld wait::ld completed (and tcgen05.fence::before_thread_sync
-// ordered).
-GGEMM_DEVICE void mbarrier_arrive_remote(uint32_t remote_bar) {
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
-}
 
 }  // namespace ggemm::ptx
 #endif

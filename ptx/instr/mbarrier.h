@@ -1,6 +1,6 @@
 // mbarrier: shared-memory barriers with transaction counts (PTX ISA 9.7.13.15).
 #pragma once
-#include "fence.h"
+#include "cvta.h"
 
 #if defined(__CUDACC__)
 namespace ggemm::ptx {
@@ -9,12 +9,6 @@ namespace ggemm::ptx {
 GGEMM_DEVICE void mbarrier_init(uint64_t *bar, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals)
                : "memory");
-}
-
-// fence.mbarrier_init.release.cluster — publishes mbarrier.init to the async
-// proxy (TMA complete_tx) before the barriers are used.
-GGEMM_DEVICE void fence_mbarrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
 // mbarrier.arrive.shared::cta.b64 — one arrival by the calling thread.
@@ -45,6 +39,20 @@ GGEMM_DEVICE bool mbarrier_try_wait_parity(uint64_t *bar, uint32_t parity) {
       : "r"(smem_addr(bar)), "r"(parity)
       : "memory");
   return done != 0;
+}
+
+// mbarrier.arrive.shared::cluster.b64 (release at CTA scope, the default) —
+// one arrival on the barrier at shared::cluster address `remote_bar` (see
+// map_shared_to_rank), in any CTA of the cluster. Not .release.cluster: that
+// orders every earlier memory access of the thread cluster-wide, which ptxas
+// implements as MEMBAR.ALL.CTA + MEMBAR.ALL.GPU, waiting for the thread's
+// outstanding global stores, once per pipeline stage. These arrivals only
+// say "done reading":
+// a stage whose wgmmas wgmma.wait_group retired, an accumulator whose
+// tcgen05.ld wait::ld completed (and tcgen05.fence::before_thread_sync
+// ordered).
+GGEMM_DEVICE void mbarrier_arrive_remote(uint32_t remote_bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
 }
 
 // Blocks until the phase of `parity` completes. A pipeline bug must not hang

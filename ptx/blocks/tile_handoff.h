@@ -1,18 +1,16 @@
 // The tile walk, done once per CTA and handed to the other roles through
 // shared memory.
 //
-// Every role of a persistent CTA used to walk the tile sequence itself
-// (GroupedTileScheduler::next). Crossing a group reads its offsets, and
-// which weights a tile needs (expert_ids) is known only after that: a chain
-// of dependent global loads. The trace of NOTES v0.11 put 0.4-0.6 us of it
-// between a consumer's epilogue and its next mainloop on the LoRA expand
-// rows, on the critical path of every tile. Now one walker thread (the
-// kernel's otherwise idle warp 1) walks, publishing each tile (inactive ones
-// too: their consumers write zeros) into a ring of kTileSlots slots, up to
-// kTileSlots ahead of the slowest receiver, and a slot holding rows = 0
+// Walking the tile sequence (GroupedTileScheduler::next) is a chain of
+// dependent global loads: crossing a group reads its offsets, and which
+// weights a tile needs (expert_ids) is known only after that. Were every role
+// to walk, that chain would sit between a consumer's epilogue and its next
+// mainloop, on the critical path of every tile. Instead one walker thread
+// (the kernel's otherwise idle warp 1) walks, publishing each tile (inactive
+// ones too: their consumers write zeros) into a ring of kTileSlots slots, up
+// to kTileSlots ahead of the slowest receiver, and a slot holding rows = 0
 // ends the sequence. The producer and the consumers read a slot at
-// shared-memory latency. (H200, same-run A/B: Qwen3 down 185 -> 174 us,
-// LoRA decode expand 9.6 -> 8.6; rows with few tiles per CTA level.)
+// shared-memory latency.
 //
 // Each slot has a full barrier (1 arrival: the walker, after writing the
 // slot; its release orders the writes before the receivers' acquire in the
@@ -21,8 +19,8 @@
 #pragma once
 #include <cstdint>
 
-#include "arch.h"
-#include "mbarrier.h"
+#include "../instr/arch.h"
+#include "../instr/mbarrier.h"
 #include "tile_scheduler.h"
 
 namespace ggemm {

@@ -91,8 +91,8 @@ struct GroupedGemmParams {
   // swizzle) 2 or 4 — one TMA
   // box per operand carries them all: tmap_tokens is then 3-D {tile_k, rows,
   // K / tile_k} and tmap_weights 4-D {tile_k, N, K / tile_k, E}, both with
-  // the slice dimension 128 bytes apart (NOTES v0.8: the shrink's time
-  // follows the number of boxes).
+  // the slice dimension 128 bytes apart (a narrow stage costs per box, not
+  // per byte, so fewer, larger boxes are faster).
   uint32_t k_slices;
   uint32_t narrow_token_boxes;  // 1: tmap_tokens_narrow is encoded (sm_90a, k_slices 1, no cluster)
   // sm_90a: the consumer warpgroups that multiply, 2, or 1 when N <= 64
@@ -103,14 +103,14 @@ struct GroupedGemmParams {
   uint32_t consumer_warpgroups;
   // Operands small enough to stage in L2 at kernel start (activations,
   // weights; null / 0 = not prefetched; which: l2_prefetch_worthwhile):
-  // each CTA prefetches its 1 / gridDim share (ptx/l2_prefetch.h).
+  // each CTA prefetches its 1 / gridDim share (ptx/blocks/l2_prefetch.h).
   // Latency-bound calls (decode, LoRA) otherwise wait one DRAM round trip
   // per tile for operands that could have been on their way since the
   // launch.
   const void *l2_prefetch[2];
   uint64_t l2_prefetch_bytes[2];
 #if GGEMM_TRACE
-  uint64_t *trace;  // diagnostic builds only: the event buffer (ptx/trace.h), null = off
+  uint64_t *trace;  // diagnostic builds only: the event buffer (ptx/blocks/trace.h), null = off
 #endif
 };
 

@@ -20,16 +20,16 @@
 // Order within a group: bands of kBandRowBlocks row blocks; inside a band the
 // row block varies fastest, then the column block. CTAs running side by side
 // then cover a compact patch (8 row blocks x ~16 column blocks for 132 SMs),
-// so the patch's activations and weights are each read from L2 about once:
-// a plain row-block-fastest order over a 9000-row group re-read ~3x more
-// (NOTES v0.3).
+// so the patch's activations and weights are each read from L2 about once,
+// where a plain row-block-fastest order over a long group re-reads them
+// several times.
 //
 // Offsets are clamped into [0, M] and made non-decreasing as they are read,
 // so even malformed device arrays never produce a tile outside C.
 #pragma once
 #include <cstdint>
 
-#include "arch.h"
+#include "../instr/arch.h"
 
 namespace ggemm {
 

@@ -1,10 +1,9 @@
 // Per-stage event tracing for diagnostic builds (cmake -DGGEMM_TRACE=ON).
 //
-// The questions the benchmarks' variants could not answer (NOTES v0.7: why a
-// LoRA shrink stage takes ~0.2 us whatever its bytes, why a decode expand's
-// later tiles cost ~1.5 us each, how long a tile's epilogue holds the tensor
-// cores idle) need to know when each stage was issued and when it arrived,
-// on one SM's clock. In a trace build the producer thread and thread 0 of
+// Some questions the benchmarks cannot answer (why a stage takes as long
+// whatever its bytes, why a call's later tiles cost more than its first,
+// how long a tile's epilogue holds the tensor cores idle) need to know when
+// each stage was issued and when it arrived, on one SM's clock. In a trace build the producer thread and thread 0 of
 // each consumer warpgroup record events into a device buffer the runtime
 // allocates per traced launch and writes to GGEMM_TRACE_FILE
 // (runtime/trace.cpp); scripts/trace_report.py reads it.
@@ -12,13 +11,11 @@
 // In every other build TraceWriter is empty and inlined away: the kernels'
 // SASS is the same as without this header (checked when it was added).
 //
-// Measured on the H200 (NOTES v0.8): traced kernels run up to ~40% slower
-// than the default build (two global stores per event; the producer spills
-// a few bytes), so gaps between events on the critical path come out
-// inflated. Use the trace for order and shape (who waits for whom, how many
-// stages run ahead), and confirm any cost it suggests by an A/B of the
-// default build (scripts/ab_bench.sh): the tile walk's apparent 0.4-1.2 us
-// did not survive one.
+// Traced kernels run markedly slower than the default build (two global
+// stores per event; the producer spills a few bytes), so gaps between
+// events on the critical path come out inflated. Use the trace for order
+// and shape (who waits for whom, how many stages run ahead), and confirm
+// any cost it suggests by an A/B of the default build.
 //
 // Buffer: [CTA][role][event] of two uint64: the value (clock64, or
 // %globaltimer in ns for kTraceGlobaltimer) and kind << 32 | argument. Roles:
@@ -28,7 +25,7 @@
 #pragma once
 #include <cstdint>
 
-#include "arch.h"
+#include "../instr/arch.h"
 
 namespace ggemm {
 

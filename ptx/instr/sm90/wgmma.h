@@ -3,7 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../fence.h"
+#include "../arch.h"
 #include "wgmma_desc.h"
 
 #if defined(__CUDACC__)

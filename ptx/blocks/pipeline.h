@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "arch.h"
+#include "../instr/arch.h"
 
 namespace ggemm {
 

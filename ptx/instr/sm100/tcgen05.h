@@ -4,14 +4,14 @@
 // the cta_group (1 or 2) as a template argument, commit has a pair form. Subsection numbers follow the
 // 9.7.18.x listing of a newer ISA shifted to 9.7.16 (the chapter renumbers, its
 // inside has not); each mnemonic was checked by ptxas (CUDA 13.0) assembling
-// ptx/sm100/probe_kernel.cu for sm_100a.
+// tests/sm100_probe_kernel.cu for sm_100a.
 //
 // The asm bodies compile only for sm_100a (GGEMM_SM100A); anywhere else each
 // wrapper traps with a message (STYLE.md, practice 3).
 #pragma once
 #include <cstdio>
 
-#include "../fence.h"
+#include "../cvta.h"
 #include "umma_desc.h"
 
 #if defined(__CUDACC__)

@@ -1,9 +1,8 @@
 // Small operands staged in L2 at kernel start (GroupedGemmParams::l2_prefetch).
 //
 // A decode or LoRA call runs a few tiles per CTA, each behind a chain of
-// memory round trips: the routing, then the tile's operands from DRAM (the
-// trace of NOTES v0.11: ~0.75 us from a tile's TMA issue to its data on the
-// decode LoRA expand). When an operand is small (the runtime decides), every
+// memory round trips: the routing, then the tile's operands from DRAM, a
+// latency the few tiles cannot hide. When an operand is small (the runtime decides), every
 // CTA starts its 1 / gridDim share of it on the way into L2 before anything
 // else, so the operand loads that follow the routing find L2 instead of
 // DRAM. One bulk prefetch per operand per CTA; the shares are 16-byte
@@ -11,9 +10,9 @@
 #pragma once
 #include <cstdint>
 
-#include "arch.h"
+#include "../instr/arch.h"
 #include "grouped_params.h"
-#include "tma.h"
+#include "../instr/tma.h"
 
 namespace ggemm {
 
@@ -34,8 +33,8 @@ GGEMM_HOST_DEVICE constexpr void l2_prefetch_share(uint64_t total, uint32_t cta,
 // streamed by the tiles themselves, and prefill's tile order keeps them in L2
 // as they are reused), and only in short shares (64 KB, a few stages): a
 // CTA's share goes through its SM's TMA unit ahead of the CTA's own first
-// loads: the decode shrink's 8 CTAs, each queueing 384 KB of weights and
-// 64 KB of activations, lost 0.6 us (NOTES v0.12; now only the activations).
+// loads, so a long share delays them (a few CTAs, each queueing hundreds of
+// KB of weights, lose more than the prefetch gains).
 constexpr uint64_t kL2PrefetchMaxBytes = uint64_t(8) << 20;
 constexpr uint64_t kL2PrefetchMaxShareBytes = uint64_t(64) << 10;
 GGEMM_HOST_DEVICE constexpr bool l2_prefetch_worthwhile(uint64_t total, uint32_t ctas) {

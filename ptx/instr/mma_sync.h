@@ -1,7 +1,6 @@
-// Warp-level tensor-core multiplies and the copies that feed them: mma.sync
-// m16n8k16 with fp32 accumulators, and cp.async 16-byte copies with zero
-// fill (PTX ISA 9.7.14.5.14 "mma.sync m16n8k16", 9.7.9.25 "cp.async"; the
-// ldmatrix forms are in stmatrix.h). The short-K kernel
+// mma.sync: warp-level tensor-core multiplies, m16n8k16 with fp32
+// accumulators (PTX ISA 9.7.14.5.14 "mma.sync m16n8k16"; the fragments come
+// from ldmatrix.h and cp_async.h). The short-K kernel
 // (ptx/sm90/short_k_gemm.cuh) runs on these: its tiles are one multiply deep,
 // so warp-synchronous MMAs without descriptors or barriers serve it best.
 #pragma once
@@ -38,28 +37,6 @@ GGEMM_DEVICE void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b
   }
 #else
   GGEMM_ARCH_TRAP("mma.sync");
-#endif
-}
-
-// cp.async.cg.shared.global, 16 bytes: copies `src` to `smem_addr` without
-// passing through registers, or writes 16 zero bytes when `valid` is false
-// (src-size 0: nothing is read; src must still be a mapped address).
-GGEMM_DEVICE void cp_async_16(uint32_t smem_addr, const void *src, bool valid) {
-#if GGEMM_SM90A || GGEMM_SM100A
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-#else
-  GGEMM_ARCH_TRAP("cp.async");
-#endif
-}
-
-// Waits until every cp.async this thread issued has landed (other threads'
-// copies need a barrier after it).
-GGEMM_DEVICE void cp_async_wait_all() {
-#if GGEMM_SM90A || GGEMM_SM100A
-  asm volatile("cp.async.wait_all;" ::: "memory");
-#else
-  GGEMM_ARCH_TRAP("cp.async");
 #endif
 }
 

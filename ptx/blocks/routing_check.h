@@ -6,7 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#include "arch.h"
+#include "../instr/arch.h"
 
 namespace ggemm {
 

@@ -1,0 +1,15 @@
+// bar.sync: named CTA barriers (PTX ISA 9.7.13.1 "bar, barrier").
+#pragma once
+#include "arch.h"
+
+#if defined(__CUDACC__)
+namespace ggemm::ptx {
+
+// bar.sync id, count — named barrier over `count` threads (a multiple of 32).
+// Every participating warp must execute it with the same id and count.
+GGEMM_DEVICE void bar_sync(uint32_t id, uint32_t count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+}  // namespace ggemm::ptx
+#endif
