@@ -1,0 +1,113 @@
+// abi_cases.h — what the argument-validation tests of the public C ABI share
+// (test_abi_validation.cpp, test_abi_lora_validation.cpp): fake pointers,
+// whether an error message names an argument, and table-driven cases.
+//
+// Argument checks run before the handle check, so a NULL handle lets every
+// check be reached without a GPU: an invalid argument must return its own
+// status and a message naming it, and a valid call must get as far as
+// INVALID_HANDLE. The fake pointers are aligned where the case does not say
+// otherwise; nothing dereferences them because nothing launches.
+#ifndef GGEMM_TESTS_ABI_CASES_H
+#define GGEMM_TESTS_ABI_CASES_H
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "ggemm.h"
+
+namespace ggemm::testing {
+
+template <typename T>
+T *fake(uintptr_t addr) {
+  return reinterpret_cast<T *>(addr);
+}
+
+// True if `msg` names `arg`: a whole-word occurrence (not a piece of a longer
+// identifier). One-letter names (a, m, k, p, ...) must be the subject
+// ("m = ...", "p is NULL"), since a lone letter could appear in any sentence.
+inline bool names_arg(const std::string &msg, const std::string &arg) {
+  auto ident = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+  for (size_t pos = msg.find(arg); pos != std::string::npos; pos = msg.find(arg, pos + 1)) {
+    const size_t end = pos + arg.size();
+    if (pos > 0 && ident(msg[pos - 1])) continue;
+    if (end < msg.size() && ident(msg[end])) continue;
+    if (arg.size() > 1) return true;
+    const std::string rest = msg.substr(end);
+    if (rest.rfind(" =", 0) == 0 || rest.rfind(" is", 0) == 0) return true;
+  }
+  return false;
+}
+
+// A status with this thread's last error message, for failure output.
+inline std::string describe(ggemm_status got) {
+  return std::string(ggemm_status_string(got)) + " (\"" + ggemm_last_error_message() + "\")";
+}
+
+// Each call with a NULL handle and the default stream: validation only.
+inline ggemm_status call(const ggemm_grouped_matmul_args &a) { return ggemm_grouped_matmul(nullptr, &a, nullptr); }
+inline ggemm_status call(const ggemm_lora_shrink_qkv_args &a) { return ggemm_lora_shrink_qkv(nullptr, &a, nullptr); }
+inline ggemm_status call(const ggemm_lora_expand_qkv_args &a) { return ggemm_lora_expand_qkv(nullptr, &a, nullptr); }
+
+// Calls with `a` and expects `status` and a message naming `arg`.
+template <typename Args>
+void expect_refused(const Args &a, ggemm_status status, const std::string &arg) {
+  const ggemm_status got = call(a);
+  EXPECT_EQ(got, status) << "got " << describe(got) << ", want " << ggemm_status_string(status);
+  const std::string msg = ggemm_last_error_message();
+  EXPECT_TRUE(names_arg(msg, arg)) << "message \"" << msg << "\" does not name " << arg;
+}
+
+// A valid call with no handle gets past validation to the handle check.
+template <typename Args>
+void expect_valid(const Args &a) {
+  const ggemm_status got = call(a);
+  EXPECT_EQ(got, GGEMM_STATUS_INVALID_HANDLE) << describe(got);
+}
+
+// One row of a validation table: start from the valid arguments, apply
+// `edit`, call. A refused case names the status and the argument the message
+// must name; an accepted case (status kAccepted, `names` null) must reach
+// the handle check.
+template <typename Args>
+struct ArgsCase {
+  const char *name;  // the gtest parameter name, so a failure names the case
+  void (*edit)(Args &);
+  ggemm_status status;
+  const char *names;
+};
+
+// The status of an accepted row: validation passed, the NULL handle did not.
+constexpr ggemm_status kAccepted = GGEMM_STATUS_INVALID_HANDLE;
+
+// Runs one row against the arguments `valid()` builds.
+template <typename Args>
+void check_case(const ArgsCase<Args> &c, Args (*valid)()) {
+  Args a = valid();
+  c.edit(a);
+  if (c.status == kAccepted)
+    expect_valid(a);
+  else
+    expect_refused(a, c.status, c.names);
+}
+
+// gtest prints parameters with this (the case name instead of raw bytes).
+template <typename Args>
+void PrintTo(const ArgsCase<Args> &c, std::ostream *os) {
+  *os << c.name;
+}
+
+// The test-name generator for INSTANTIATE_TEST_SUITE_P over ArgsCase rows.
+struct CaseName {
+  template <typename Info>
+  std::string operator()(const Info &info) const {
+    return info.param.name;
+  }
+};
+
+}  // namespace ggemm::testing
+
+#endif  // GGEMM_TESTS_ABI_CASES_H
