@@ -14,6 +14,7 @@
 
 #include <cctype>
 #include <cstdint>
+#include <initializer_list>
 #include <ostream>
 #include <string>
 
@@ -48,9 +49,13 @@ inline std::string describe(ggemm_status got) {
 }
 
 // Each call with a NULL handle and the default stream: validation only.
-inline ggemm_status call(const ggemm_grouped_matmul_args &a) { return ggemm_grouped_matmul(nullptr, &a, nullptr); }
-inline ggemm_status call(const ggemm_lora_shrink_qkv_args &a) { return ggemm_lora_shrink_qkv(nullptr, &a, nullptr); }
-inline ggemm_status call(const ggemm_lora_expand_qkv_args &a) { return ggemm_lora_expand_qkv(nullptr, &a, nullptr); }
+inline ggemm_status call(const ggemm_grouped_matmul_args *a) { return ggemm_grouped_matmul(nullptr, a, nullptr); }
+inline ggemm_status call(const ggemm_lora_shrink_qkv_args *a) { return ggemm_lora_shrink_qkv(nullptr, a, nullptr); }
+inline ggemm_status call(const ggemm_lora_expand_qkv_args *a) { return ggemm_lora_expand_qkv(nullptr, a, nullptr); }
+template <typename Args>
+ggemm_status call(const Args &a) {
+  return call(&a);
+}
 
 // Calls with `a` and expects `status` and a message naming `arg`.
 template <typename Args>
@@ -66,6 +71,30 @@ template <typename Args>
 void expect_valid(const Args &a) {
   const ggemm_status got = call(a);
   EXPECT_EQ(got, GGEMM_STATUS_INVALID_HANDLE) << describe(got);
+}
+
+// The valid arguments reach the handle check, and its message names the handle.
+template <typename Args>
+void expect_reaches_handle_check(const Args &a) {
+  expect_valid(a);
+  EXPECT_TRUE(names_arg(ggemm_last_error_message(), "handle")) << ggemm_last_error_message();
+}
+
+// A NULL args pointer is refused, naming args.
+template <typename Args>
+void expect_null_args_refused() {
+  EXPECT_EQ(call(static_cast<const Args *>(nullptr)), GGEMM_STATUS_NULL_POINTER);
+  EXPECT_TRUE(names_arg(ggemm_last_error_message(), "args")) << ggemm_last_error_message();
+}
+
+// Fake, aligned routing arrays for the LoRA calls (both name them alike).
+template <typename LoraArgs>
+void set_fake_lora_routing(LoraArgs &a) {
+  a.a_offsets = fake<const uint32_t>(0x4000);
+  a.adapter_ids = fake<const int32_t>(0x5000);
+  a.expert_usage_stats = fake<const uint32_t>(0x6000);
+  a.num_groups = 8;
+  a.max_rows_per_group = 0;
 }
 
 // One row of a validation table: start from the valid arguments, apply
@@ -107,6 +136,39 @@ struct CaseName {
     return info.param.name;
   }
 };
+
+// An int64_t field of an argument struct, with the name messages use for it.
+template <typename Args>
+struct Int64Field {
+  const char *name;
+  int64_t Args::*member;
+};
+
+// Each value of `bad` in each of `fields`, one at a time in otherwise valid
+// arguments, is refused with `status` and a message naming the field.
+template <typename Args>
+void expect_each_refused(Args (*valid)(), std::initializer_list<Int64Field<Args>> fields,
+                         std::initializer_list<int64_t> bad, ggemm_status status) {
+  for (const Int64Field<Args> &f : fields) {
+    for (int64_t value : bad) {
+      SCOPED_TRACE(std::string(f.name) + " = " + std::to_string(value));
+      Args a = valid();
+      a.*f.member = value;
+      expect_refused(a, status, f.name);
+    }
+  }
+}
+
+}  // namespace ggemm::testing
+
+// The parameterised test of a table: each row of `cases` checked against
+// `valid`(), named <Suite>/<Suite>Case.Check/<row name>.
+#define GGEMM_ABI_CASE_SUITE(Suite, Args, cases, valid)                                      \
+  class Suite##Case : public ::testing::TestWithParam<::ggemm::testing::ArgsCase<Args>> {}; \
+  TEST_P(Suite##Case, Check) { ::ggemm::testing::check_case(GetParam(), valid); }           \
+  INSTANTIATE_TEST_SUITE_P(Suite, Suite##Case, ::testing::ValuesIn(cases), ::ggemm::testing::CaseName())
+
+namespace ggemm::testing {
 
 }  // namespace ggemm::testing
 

@@ -14,17 +14,8 @@
 #include "abi_cases.h"
 #include "ggemm.h"
 
+namespace ggemm::testing {
 namespace {
-
-using ggemm::testing::ArgsCase;
-using ggemm::testing::call;
-using ggemm::testing::CaseName;
-using ggemm::testing::check_case;
-using ggemm::testing::expect_refused;
-using ggemm::testing::expect_valid;
-using ggemm::testing::fake;
-using ggemm::testing::kAccepted;
-using ggemm::testing::names_arg;
 
 using Shrink = ggemm_lora_shrink_qkv_args;
 using Expand = ggemm_lora_expand_qkv_args;
@@ -37,39 +28,23 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // ---- shrink ---------------------------------------------------------------
 
+// A valid shrink: bf16 in and out, K 4096, rank 16, 8 groups over 8 adapters.
 Shrink valid_shrink() {
   Shrink a;
   std::memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
-  a.x_dtype = GGEMM_DTYPE_BF16;
-  a.p_dtype = GGEMM_DTYPE_BF16;
-  a.m = 64;
-  a.k = 4096;
-  a.rank = 16;
-  a.num_adapters = 8;
-  a.x = fake<const void>(0x1000);
-  a.lora_a = fake<const void>(0x2000);
-  a.p = fake<void>(0x3000);
-  a.a_offsets = fake<const uint32_t>(0x4000);
-  a.adapter_ids = fake<const int32_t>(0x5000);
-  a.expert_usage_stats = fake<const uint32_t>(0x6000);
-  a.num_groups = 8;
-  a.max_rows_per_group = 0;
-  a.scale = 1.0f;
-  a.accumulate = 0;
+  a.x_dtype = a.p_dtype = GGEMM_DTYPE_BF16;
+  a.m = 64, a.k = 4096, a.rank = 16, a.num_adapters = 8;
+  a.x = fake<const void>(0x1000), a.lora_a = fake<const void>(0x2000), a.p = fake<void>(0x3000);
+  set_fake_lora_routing(a);
+  a.scale = 1.0f, a.accumulate = 0;
   a.config = nullptr;
   return a;
 }
 
-TEST(LoraShrinkAbiValidation, ValidArgsReachTheHandleCheck) {
-  expect_valid(valid_shrink());
-  EXPECT_TRUE(names_arg(ggemm_last_error_message(), "handle")) << ggemm_last_error_message();
-}
+TEST(LoraShrinkAbiValidation, ValidArgsReachTheHandleCheck) { expect_reaches_handle_check(valid_shrink()); }
 
-TEST(LoraShrinkAbiValidation, ArgsNull) {
-  EXPECT_EQ(ggemm_lora_shrink_qkv(nullptr, nullptr, nullptr), GGEMM_STATUS_NULL_POINTER);
-  EXPECT_TRUE(names_arg(ggemm_last_error_message(), "args")) << ggemm_last_error_message();
-}
+TEST(LoraShrinkAbiValidation, ArgsNull) { expect_null_args_refused<Shrink>(); }
 
 // Each row: valid_shrink() with one edit, and the status and argument name
 // the call must answer with (kAccepted: it must reach the handle check).
@@ -152,71 +127,43 @@ const ArgsCase<Shrink> kShrinkCases[] = {
      kAccepted, nullptr},
 };
 
-class LoraShrinkAbiValidationCase : public ::testing::TestWithParam<ArgsCase<Shrink>> {};
+GGEMM_ABI_CASE_SUITE(LoraShrinkAbiValidation, Shrink, kShrinkCases, valid_shrink);
 
-TEST_P(LoraShrinkAbiValidationCase, Check) { check_case(GetParam(), valid_shrink); }
-
-INSTANTIATE_TEST_SUITE_P(LoraShrinkAbiValidation, LoraShrinkAbiValidationCase, ::testing::ValuesIn(kShrinkCases),
-                         CaseName());
-
-// k and rank: each bad value of each, named in the message.
 TEST(LoraShrinkAbiValidation, KAndRank) {
-  struct Field {
-    const char *name;
-    int64_t Shrink::*member;
-  };
-  for (const Field f : {Field{"k", &Shrink::k}, Field{"rank", &Shrink::rank}}) {
-    for (int64_t bad : {int64_t(0), int64_t(-8), int64_t(4), int64_t(12), int64_t(100)}) {
-      SCOPED_TRACE(std::string(f.name) + " = " + std::to_string(bad));
-      auto a = valid_shrink();
-      a.*f.member = bad;
-      expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, f.name);
-    }
-  }
+  expect_each_refused<Shrink>(valid_shrink, {{"k", &Shrink::k}, {"rank", &Shrink::rank}}, {0, -8, 4, 12, 100},
+                              GGEMM_STATUS_INVALID_DIMENSION);
 }
 
 // ---- expand ---------------------------------------------------------------
 
+// A valid expand: bf16 in and out, GQA (q_dim 4096, kv_dim 1024), rank 16,
+// accumulating with scale 0.5, 8 groups over 8 adapters.
 Expand valid_expand() {
   Expand a;
   std::memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
-  a.p_dtype = GGEMM_DTYPE_BF16;
-  a.out_dtype = GGEMM_DTYPE_BF16;
-  a.m = 64;
-  a.rank = 16;
-  a.q_dim = 4096;
-  a.kv_dim = 1024;
-  a.num_adapters = 8;
-  a.p = fake<const void>(0x1000);
-  a.lora_b = fake<const void>(0x2000);
-  a.q_out = fake<void>(0x3000);
-  a.kv_out = fake<void>(0x7000);
-  a.a_offsets = fake<const uint32_t>(0x4000);
-  a.adapter_ids = fake<const int32_t>(0x5000);
-  a.expert_usage_stats = fake<const uint32_t>(0x6000);
-  a.num_groups = 8;
-  a.max_rows_per_group = 0;
-  a.scale = 0.5f;
-  a.accumulate = 1;
+  a.p_dtype = a.out_dtype = GGEMM_DTYPE_BF16;
+  a.m = 64, a.rank = 16, a.q_dim = 4096, a.kv_dim = 1024, a.num_adapters = 8;
+  a.p = fake<const void>(0x1000), a.lora_b = fake<const void>(0x2000);
+  a.q_out = fake<void>(0x3000), a.kv_out = fake<void>(0x7000);
+  set_fake_lora_routing(a);
+  a.scale = 0.5f, a.accumulate = 1;
   a.config = nullptr;
   return a;
 }
 
 TEST(LoraExpandAbiValidation, ValidArgsReachTheHandleCheck) {
-  expect_valid(valid_expand());
-  EXPECT_TRUE(names_arg(ggemm_last_error_message(), "handle")) << ggemm_last_error_message();
+  expect_reaches_handle_check(valid_expand());
+  auto a = valid_expand();
+  a.accumulate = 0;
+  expect_valid(a);
 }
 
-TEST(LoraExpandAbiValidation, ArgsNull) {
-  EXPECT_EQ(ggemm_lora_expand_qkv(nullptr, nullptr, nullptr), GGEMM_STATUS_NULL_POINTER);
-  EXPECT_TRUE(names_arg(ggemm_last_error_message(), "args")) << ggemm_last_error_message();
-}
+TEST(LoraExpandAbiValidation, ArgsNull) { expect_null_args_refused<Expand>(); }
 
 // Each row: valid_expand() with one edit, and the status and argument name
 // the call must answer with (kAccepted: it must reach the handle check).
 const ArgsCase<Expand> kExpandCases[] = {
-    {"Accumulate0", [](Expand &a) { a.accumulate = 0; }, kAccepted, nullptr},
     // 2^29 x 10240 outputs are past 2^42; 2^29 x 6144 are under.
     {"OutputPast2To42Elements", [](Expand &a) { a.m = int64_t(1) << 29, a.q_dim = 8192, a.kv_dim = 1024; },
      GGEMM_STATUS_INVALID_DIMENSION, "q_dim"},
@@ -304,27 +251,12 @@ const ArgsCase<Expand> kExpandCases[] = {
      nullptr},
 };
 
-class LoraExpandAbiValidationCase : public ::testing::TestWithParam<ArgsCase<Expand>> {};
+GGEMM_ABI_CASE_SUITE(LoraExpandAbiValidation, Expand, kExpandCases, valid_expand);
 
-TEST_P(LoraExpandAbiValidationCase, Check) { check_case(GetParam(), valid_expand); }
-
-INSTANTIATE_TEST_SUITE_P(LoraExpandAbiValidation, LoraExpandAbiValidationCase, ::testing::ValuesIn(kExpandCases),
-                         CaseName());
-
-// rank, q_dim and kv_dim: each bad value of each, named in the message.
 TEST(LoraExpandAbiValidation, RankQDimKvDim) {
-  struct Field {
-    const char *name;
-    int64_t Expand::*member;
-  };
-  for (const Field f : {Field{"rank", &Expand::rank}, Field{"q_dim", &Expand::q_dim}, Field{"kv_dim", &Expand::kv_dim}}) {
-    for (int64_t bad : {int64_t(0), int64_t(-8), int64_t(4), int64_t(12), int64_t(1020)}) {
-      SCOPED_TRACE(std::string(f.name) + " = " + std::to_string(bad));
-      auto a = valid_expand();
-      a.*f.member = bad;
-      expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, f.name);
-    }
-  }
+  expect_each_refused<Expand>(valid_expand,
+                              {{"rank", &Expand::rank}, {"q_dim", &Expand::q_dim}, {"kv_dim", &Expand::kv_dim}},
+                              {0, -8, 4, 12, 1020}, GGEMM_STATUS_INVALID_DIMENSION);
 }
 
 TEST(LoraExpandAbiValidation, GqaAndUnalignedDimsAreValid) {
@@ -353,3 +285,4 @@ TEST(LoraExpandAbiValidation, SuccessClearsTheLastError) {
 }
 
 }  // namespace
+}  // namespace ggemm::testing

@@ -19,52 +19,32 @@
 extern "C" int ggemm_c99_abi_check(void);
 extern "C" void ggemm_c99_layout(size_t out[4]);
 
+namespace ggemm::testing {
 namespace {
-
-using ggemm::testing::ArgsCase;
-using ggemm::testing::call;
-using ggemm::testing::expect_valid;
-using ggemm::testing::fake;
-using ggemm::testing::kAccepted;
-using ggemm::testing::names_arg;
 
 using Args = ggemm_grouped_matmul_args;
 
+// A valid call: bf16, 4 groups over 8 experts, K-major weights, STORE.
 Args valid_args() {
   Args a;
   std::memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
-  a.a_dtype = GGEMM_DTYPE_BF16;
-  a.b_dtype = GGEMM_DTYPE_BF16;
-  a.c_dtype = GGEMM_DTYPE_BF16;
-  a.m = 64;
-  a.n = 256;
-  a.k = 128;
-  a.num_experts = 8;
-  a.a = fake<const void>(0x1000);
-  a.b = fake<const void>(0x2000);
-  a.c = fake<void>(0x3000);
+  a.a_dtype = a.b_dtype = a.c_dtype = GGEMM_DTYPE_BF16;
+  a.m = 64, a.n = 256, a.k = 128, a.num_experts = 8;
+  a.a = fake<const void>(0x1000), a.b = fake<const void>(0x2000), a.c = fake<void>(0x3000);
   a.transpose_b = 1;
   a.a_offsets = fake<const uint32_t>(0x4000);
   a.expert_ids = fake<const int32_t>(0x5000);
   a.expert_usage_stats = fake<const uint32_t>(0x6000);
-  a.num_groups = 4;
-  a.max_rows_per_group = 0;
-  a.epilogue = GGEMM_EPILOGUE_STORE;
-  a.row_scale = nullptr;
+  a.num_groups = 4, a.max_rows_per_group = 0;
+  a.epilogue = GGEMM_EPILOGUE_STORE, a.row_scale = nullptr;
   a.config = nullptr;
   return a;
 }
 
-TEST(AbiValidation, ValidArgsReachTheHandleCheck) {
-  expect_valid(valid_args());
-  EXPECT_TRUE(names_arg(ggemm_last_error_message(), "handle")) << ggemm_last_error_message();
-}
+TEST(AbiValidation, ValidArgsReachTheHandleCheck) { expect_reaches_handle_check(valid_args()); }
 
-TEST(AbiValidation, ArgsNull) {
-  EXPECT_EQ(ggemm_grouped_matmul(nullptr, nullptr, nullptr), GGEMM_STATUS_NULL_POINTER);
-  EXPECT_TRUE(names_arg(ggemm_last_error_message(), "args")) << ggemm_last_error_message();
-}
+TEST(AbiValidation, ArgsNull) { expect_null_args_refused<Args>(); }
 
 // Each row: valid_args() with one edit, and the status and argument name the
 // call must answer with (kAccepted: it must reach the handle check).
@@ -160,11 +140,7 @@ const ArgsCase<Args> kCases[] = {
     {"EmptyCallNeedsNoMatrices", [](Args &a) { a.m = 0, a.a = nullptr, a.c = nullptr; }, kAccepted, nullptr},
 };
 
-class AbiValidationCase : public ::testing::TestWithParam<ArgsCase<Args>> {};
-
-TEST_P(AbiValidationCase, Check) { ggemm::testing::check_case(GetParam(), valid_args); }
-
-INSTANTIATE_TEST_SUITE_P(AbiValidation, AbiValidationCase, ::testing::ValuesIn(kCases), ggemm::testing::CaseName());
+GGEMM_ABI_CASE_SUITE(AbiValidation, Args, kCases, valid_args);
 
 // ---- status strings, version, create/destroy, last error -------------------------
 
@@ -262,3 +238,4 @@ TEST(AbiC99, CAndCxxAgreeOnLayout) {
 }
 
 }  // namespace
+}  // namespace ggemm::testing

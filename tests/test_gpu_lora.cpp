@@ -41,12 +41,6 @@
 namespace ggemm::testing {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
-constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
-constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
-
 enum class Op { kShrink, kExpand, kChain };
 
 // One test case. Dims: q_dim, kv_dim (expand), hidden (shrink's K), rank.

@@ -56,17 +56,9 @@
 namespace ggemm::testing {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
-constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
-constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
-
 const char *epilogue_label(ggemm_epilogue e) {
   return e == GGEMM_EPILOGUE_STORE ? "store" : e == GGEMM_EPILOGUE_ACCUMULATE ? "accumulate" : "row_scale";
 }
-
-size_t esize(ggemm_dtype t) { return ref::dtype_size(t); }
 
 // Index of the first element where a and b differ bitwise, or -1.
 int64_t first_difference(const Bytes &a, const Bytes &b, size_t elem_bytes) {

@@ -15,26 +15,17 @@
 #include "ggemm_reference.h"
 #include "test_util.h"
 
+namespace ggemm::testing {
 namespace {
 
-using ggemm::ref::bf16_to_float;
-using ggemm::ref::dtype_size;
-using ggemm::ref::float_to_bf16;
-using ggemm::ref::float_to_fp16;
-using ggemm::ref::fp16_to_float;
-using ggemm::ref::load_as_float;
-using ggemm::ref::round_to_dtype;
-using ggemm::ref::store_from_float;
-using ggemm::testing::compare_matrix;
-using ggemm::testing::default_atol;
-using ggemm::testing::default_rtol;
-using ggemm::testing::fill_random;
-using ggemm::testing::poison;
-using ggemm::testing::Rng;
-
-constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
-constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
-constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
+using ref::bf16_to_float;
+using ref::dtype_size;
+using ref::float_to_bf16;
+using ref::float_to_fp16;
+using ref::fp16_to_float;
+using ref::load_as_float;
+using ref::round_to_dtype;
+using ref::store_from_float;
 
 float from_bits(uint32_t u) {
   float f;
@@ -202,27 +193,18 @@ struct HandCase {
   std::vector<float> row_scale;
   std::vector<float> c_init;
 
-  std::vector<unsigned char> a_mem, b_mem, c_mem;
+  Bytes a_mem, b_mem, c_mem;
   uint32_t stats[2] = {0, 0};
 
-  static std::vector<unsigned char> pack(ggemm_dtype dt, const std::vector<float>& v) {
-    std::vector<unsigned char> mem(v.size() * dtype_size(dt));
-    for (size_t i = 0; i < v.size(); ++i) {
-      EXPECT_EQ(round_to_dtype(dt, v[i]), v[i]) << "test value " << v[i] << " is not exact";
-      store_from_float(dt, mem.data(), i, v[i]);
-    }
-    return mem;
-  }
-
   void run(unsigned threads = 0) {
-    a_mem = pack(in, a);
-    b_mem = pack(in, b);
+    a_mem = pack_exact(in, a);
+    b_mem = pack_exact(in, b);
     if (c_init.empty()) {
       c_mem.assign(static_cast<size_t>(m * n) * dtype_size(out), 0);
       poison(c_mem.data(), c_mem.size());
     } else {
       ASSERT_EQ(c_init.size(), static_cast<size_t>(m * n));
-      c_mem = pack(out, c_init);
+      c_mem = pack_exact(out, c_init);
     }
     stats[0] = 0;
     stats[1] = active;
@@ -254,27 +236,12 @@ struct HandCase {
   float c(int64_t r, int64_t col) const {
     return load_as_float(out, c_mem.data(), static_cast<size_t>(r * n + col));
   }
-  uint32_t c_bits(int64_t r, int64_t col) const {
-    const size_t idx = static_cast<size_t>(r * n + col);
-    if (dtype_size(out) == 2) {
-      uint16_t h;
-      std::memcpy(&h, c_mem.data() + idx * 2, 2);
-      return h;
-    }
-    return to_bits(load_as_float(out, c_mem.data(), idx));
-  }
-  bool poisoned(int64_t r, int64_t col) const {
-    return c_bits(r, col) == (dtype_size(out) == 2 ? 0xFFFFu : 0xFFFFFFFFu);
-  }
+  uint32_t c_bits(int64_t r, int64_t col) const { return bits_at(out, c_mem, static_cast<size_t>(r * n + col)); }
+  bool poisoned(int64_t r, int64_t col) const { return is_poison(out, c_mem, static_cast<size_t>(r * n + col)); }
   void expect_row(int64_t r, const std::vector<float>& want) const {
-    ASSERT_EQ(want.size(), static_cast<size_t>(n));
-    for (int64_t col = 0; col < n; ++col)
-      EXPECT_EQ(c(r, col), want[static_cast<size_t>(col)]) << "C[" << r << ", " << col << "]";
+    testing::expect_row(out, c_mem, n, r, want, "C");
   }
-  void expect_row_poisoned(int64_t r) const {
-    for (int64_t col = 0; col < n; ++col)
-      EXPECT_TRUE(poisoned(r, col)) << "C[" << r << ", " << col << "] was written";
-  }
+  void expect_row_poisoned(int64_t r) const { testing::expect_row_poisoned(out, c_mem, n, r, "C"); }
 };
 
 // Two groups on two experts. W[0] = [[1,0],[0,1],[1,1]], W[1] = [[2,-1],[-1,3],[.5,.25]]
@@ -537,32 +504,28 @@ TEST(ReferenceGroupedMatmul, AccumulateAddsOnceRoundingOnce) {
 }
 
 TEST(ReferenceGroupedMatmul, OutputRoundsTiesToEven) {
-  // n0 = a0 + a1, n1 = a0 + 3 a1; A = [X, 1] puts both results on ties.
-  {
+  // n0 = a0 + a1, n1 = a0 + 3 a1; A = [X, 1] puts both results on ties,
+  // the first rounding down to even, the second up.
+  struct Tie {
+    const char *name;
+    ggemm_dtype out;
+    float x;
+    uint32_t n0_bits, n1_bits;
+  };
+  for (const Tie tie : {Tie{"fp16", kFp16, 2048, 0x6800u, 0x6802u},   // 2049 -> 2048, 2051 -> 2052
+                        Tie{"bf16", kBf16, 256, 0x4380u, 0x4382u}}) {  // 257 -> 256, 259 -> 260
+    SCOPED_TRACE(tie.name);
     HandCase t;
-    t.out = kFp16;
+    t.out = tie.out;
     t.m = 1, t.n = 2, t.k = 2, t.e = 1;
-    t.a = {2048, 1};
+    t.a = {tie.x, 1};
     t.b = {1, 1, 1, 3};
     t.offsets = {0, 1};
     t.ids = {0};
     t.active = 1;
     t.run();
-    EXPECT_EQ(t.c_bits(0, 0), 0x6800u);  // 2049 -> 2048
-    EXPECT_EQ(t.c_bits(0, 1), 0x6802u);  // 2051 -> 2052
-  }
-  {
-    HandCase t;
-    t.out = kBf16;
-    t.m = 1, t.n = 2, t.k = 2, t.e = 1;
-    t.a = {256, 1};
-    t.b = {1, 1, 1, 3};
-    t.offsets = {0, 1};
-    t.ids = {0};
-    t.active = 1;
-    t.run();
-    EXPECT_EQ(t.c_bits(0, 0), 0x4380u);  // 257 -> 256
-    EXPECT_EQ(t.c_bits(0, 1), 0x4382u);  // 259 -> 260
+    EXPECT_EQ(t.c_bits(0, 0), tie.n0_bits);
+    EXPECT_EQ(t.c_bits(0, 1), tie.n1_bits);
   }
 }
 
@@ -842,3 +805,4 @@ TEST(TestUtil, DefaultTolerancesRejectAMissingKBlock) {
 }
 
 }  // namespace
+}  // namespace ggemm::testing

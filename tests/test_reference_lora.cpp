@@ -16,67 +16,13 @@
 #include "ggemm_reference.h"
 #include "test_util.h"
 
+namespace ggemm::testing {
 namespace {
 
-using ggemm::ref::dtype_size;
-using ggemm::ref::load_as_float;
-using ggemm::ref::round_to_dtype;
-using ggemm::ref::store_from_float;
-using ggemm::testing::compare_matrix;
-using ggemm::testing::fill_random;
-using ggemm::testing::poison;
-using ggemm::testing::Rng;
-
-constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
-constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
-constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
-
-using Bytes = std::vector<unsigned char>;
-
-Bytes pack(ggemm_dtype dt, const std::vector<float>& v) {
-  Bytes mem(v.size() * dtype_size(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    EXPECT_EQ(round_to_dtype(dt, v[i]), v[i]) << "test value " << v[i] << " is not exact";
-    store_from_float(dt, mem.data(), i, v[i]);
-  }
-  return mem;
-}
-
-Bytes poisoned(ggemm_dtype dt, size_t count) {
-  Bytes mem(count * dtype_size(dt));
-  poison(mem.data(), mem.size());
-  return mem;
-}
-
-uint32_t bits_at(ggemm_dtype dt, const Bytes& mem, size_t idx) {
-  if (dtype_size(dt) == 2) {
-    uint16_t h;
-    std::memcpy(&h, mem.data() + idx * 2, 2);
-    return h;
-  }
-  uint32_t u;
-  std::memcpy(&u, mem.data() + idx * 4, 4);
-  return u;
-}
-
-bool is_poison(ggemm_dtype dt, const Bytes& mem, size_t idx) {
-  return bits_at(dt, mem, idx) == (dtype_size(dt) == 2 ? 0xFFFFu : 0xFFFFFFFFu);
-}
-
-// Row `row` of a row-major [*, cols] matrix equals `want` exactly.
-void expect_row(ggemm_dtype dt, const Bytes& mem, int64_t cols, int64_t row, const std::vector<float>& want,
-                const char* what) {
-  ASSERT_EQ(want.size(), static_cast<size_t>(cols));
-  for (int64_t c = 0; c < cols; ++c)
-    EXPECT_EQ(load_as_float(dt, mem.data(), static_cast<size_t>(row * cols + c)), want[static_cast<size_t>(c)])
-        << what << "[" << row << ", " << c << "]";
-}
-
-void expect_row_poisoned(ggemm_dtype dt, const Bytes& mem, int64_t cols, int64_t row, const char* what) {
-  for (int64_t c = 0; c < cols; ++c)
-    EXPECT_TRUE(is_poison(dt, mem, static_cast<size_t>(row * cols + c))) << what << "[" << row << ", " << c
-                                                                         << "] was written";
-}
+using ref::dtype_size;
+using ref::load_as_float;
+using ref::round_to_dtype;
+using ref::store_from_float;
 
 // ------------------------------------------------------------- shrink ------
 
@@ -96,16 +42,16 @@ struct ShrinkHand {
   uint32_t stats[2] = {0, 0};
 
   void run(unsigned threads = 0) {
-    x_mem = pack(in, x);
-    a_mem = pack(in, a);
+    x_mem = pack_exact(in, x);
+    a_mem = pack_exact(in, a);
     ASSERT_EQ(x.size(), static_cast<size_t>(m * k));
     ASSERT_EQ(a.size(), static_cast<size_t>(adapters * 3 * rank * k));
     ASSERT_EQ(offsets.size(), ids.size() + 1);
     if (p_init.empty()) {
-      p = poisoned(out, static_cast<size_t>(3 * m * rank));
+      p = poisoned_bytes(out, static_cast<size_t>(3 * m * rank));
     } else {
       ASSERT_EQ(p_init.size(), static_cast<size_t>(3 * m * rank));
-      p = pack(out, p_init);
+      p = pack_exact(out, p_init);
     }
     stats[1] = active;
     ggemm_lora_shrink_qkv_args args{};
@@ -322,10 +268,10 @@ struct ExpandHand {
     ASSERT_EQ(p.size(), static_cast<size_t>(3 * m * rank));
     ASSERT_EQ(b.size(), static_cast<size_t>(adapters * (q + 2 * kv) * rank));
     ASSERT_EQ(offsets.size(), ids.size() + 1);
-    p_mem = pack(in, p);
-    b_mem = pack(in, b);
-    q_out = q_init.empty() ? poisoned(out, static_cast<size_t>(m * q)) : pack(out, q_init);
-    kv_out = kv_init.empty() ? poisoned(out, static_cast<size_t>(2 * m * kv)) : pack(out, kv_init);
+    p_mem = pack_exact(in, p);
+    b_mem = pack_exact(in, b);
+    q_out = q_init.empty() ? poisoned_bytes(out, static_cast<size_t>(m * q)) : pack_exact(out, q_init);
+    kv_out = kv_init.empty() ? poisoned_bytes(out, static_cast<size_t>(2 * m * kv)) : pack_exact(out, kv_init);
     stats[1] = active;
     ggemm_lora_expand_qkv_args args{};
     args.struct_size = sizeof args;
@@ -889,3 +835,4 @@ TEST(ReferenceLora, AgreesWithGroupedMatmulReference) {
 }
 
 }  // namespace
+}  // namespace ggemm::testing
