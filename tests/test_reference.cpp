@@ -200,8 +200,7 @@ struct HandCase {
     a_mem = pack_exact(in, a);
     b_mem = pack_exact(in, b);
     if (c_init.empty()) {
-      c_mem.assign(static_cast<size_t>(m * n) * dtype_size(out), 0);
-      poison(c_mem.data(), c_mem.size());
+      c_mem = poisoned_bytes(out, static_cast<size_t>(m * n));
     } else {
       ASSERT_EQ(c_init.size(), static_cast<size_t>(m * n));
       c_mem = pack_exact(out, c_init);
@@ -210,23 +209,14 @@ struct HandCase {
     stats[1] = active;
     ggemm_grouped_matmul_args args{};
     args.struct_size = sizeof args;
-    args.a_dtype = in;
-    args.b_dtype = in;
+    args.a_dtype = args.b_dtype = in;
     args.c_dtype = out;
-    args.m = m;
-    args.n = n;
-    args.k = k;
-    args.num_experts = e;
-    args.a = a_mem.data();
-    args.b = b_mem.data();
-    args.c = c_mem.data();
+    args.m = m, args.n = n, args.k = k, args.num_experts = e;
+    args.a = a_mem.data(), args.b = b_mem.data(), args.c = c_mem.data();
     args.transpose_b = transpose_b ? 1 : 0;
-    args.a_offsets = offsets.data();
-    args.expert_ids = ids.data();
-    args.expert_usage_stats = stats;
+    args.a_offsets = offsets.data(), args.expert_ids = ids.data(), args.expert_usage_stats = stats;
     args.num_groups = static_cast<int64_t>(ids.size());
-    args.a_plane_split0 = split0;
-    args.a_plane_split1 = split1;
+    args.a_plane_split0 = split0, args.a_plane_split1 = split1;
     args.epilogue = epilogue;
     args.row_scale = row_scale.empty() ? nullptr : row_scale.data();
     ASSERT_EQ(offsets.size(), ids.size() + 1);
@@ -571,7 +561,7 @@ void naive_grouped_matmul(const ggemm_grouped_matmul_args& p) {
 // A random problem covering every knob of the contract.
 struct RandomCase {
   ggemm_grouped_matmul_args args{};
-  std::vector<unsigned char> a, b, c_init;
+  Bytes a, b, c_init;
   std::vector<uint32_t> offsets;
   std::vector<int32_t> ids;
   std::vector<float> scale;
@@ -610,7 +600,7 @@ struct RandomCase {
     const bool tb = rng.uniform_int(0, 1) != 0;
     const ggemm_epilogue ep = static_cast<ggemm_epilogue>(rng.uniform_int(0, 2));
 
-    auto fill = [&](ggemm_dtype dt, std::vector<unsigned char>& mem, size_t count) {
+    auto fill = [&](ggemm_dtype dt, Bytes& mem, size_t count) {
       mem.assign(count * dtype_size(dt), 0);
       if (exact_values)
         for (size_t i = 0; i < count; ++i)
@@ -620,39 +610,29 @@ struct RandomCase {
     };
     fill(in, a, static_cast<size_t>(a_rows * K));
     fill(in, b, static_cast<size_t>(E * N * K));
-    if (ep == GGEMM_EPILOGUE_ACCUMULATE) {
+    if (ep == GGEMM_EPILOGUE_ACCUMULATE)
       fill(out, c_init, static_cast<size_t>(M * N));
-    } else {
-      c_init.assign(static_cast<size_t>(M * N) * dtype_size(out), 0);
-      poison(c_init.data(), c_init.size());
-    }
+    else
+      c_init = poisoned_bytes(out, static_cast<size_t>(M * N));
     scale.resize(static_cast<size_t>(M));
     for (float& s : scale)
       s = exact_values ? static_cast<float>(rng.uniform_int(-8, 8)) / 4 : rng.uniform(-1.0f, 1.0f);
 
     args.struct_size = sizeof args;
-    args.a_dtype = in;
-    args.b_dtype = in;
+    args.a_dtype = args.b_dtype = in;
     args.c_dtype = out;
-    args.m = M;
-    args.n = N;
-    args.k = K;
-    args.num_experts = E;
-    args.a = a.data();
-    args.b = b.data();
+    args.m = M, args.n = N, args.k = K, args.num_experts = E;
+    args.a = a.data(), args.b = b.data();  // C: each run's own copy of c_init
     args.transpose_b = tb;
-    args.a_offsets = offsets.data();
-    args.expert_ids = ids.data();
-    args.expert_usage_stats = stats;
+    args.a_offsets = offsets.data(), args.expert_ids = ids.data(), args.expert_usage_stats = stats;
     args.num_groups = G;
-    args.a_plane_split0 = s0;
-    args.a_plane_split1 = s1;
+    args.a_plane_split0 = s0, args.a_plane_split1 = s1;
     args.epilogue = ep;
     args.row_scale = scale.data();
   }
 
-  std::vector<unsigned char> run(bool naive, unsigned threads = 0) const {
-    std::vector<unsigned char> c = c_init;
+  Bytes run(bool naive, unsigned threads = 0) const {
+    Bytes c = c_init;
     ggemm_grouped_matmul_args p = args;
     p.c = c.data();
     if (naive)
@@ -677,9 +657,9 @@ TEST(ReferenceGroupedMatmul, ThreadedMatchesNaiveExactly) {
   for (int iter = 0; iter < 60; ++iter) {
     const RandomCase rc(rng, /*exact_values=*/true);
     SCOPED_TRACE(rc.describe());
-    const std::vector<unsigned char> want = rc.run(true);
+    const Bytes want = rc.run(true);
     for (unsigned threads : {1u, 3u, 0u}) {
-      const std::vector<unsigned char> got = rc.run(false, threads);
+      const Bytes got = rc.run(false, threads);
       // Bitwise: poisoned rows must stay poisoned, every sum is exact.
       ASSERT_TRUE(want == got) << "threads " << threads << "\n"
                                << compare_matrix(rc.args.c_dtype, want.data(), got.data(), rc.args.m,
@@ -694,9 +674,9 @@ TEST(ReferenceGroupedMatmul, ThreadedMatchesNaiveWithinTolerance) {
   for (int iter = 0; iter < 30; ++iter) {
     const RandomCase rc(rng, /*exact_values=*/false);
     SCOPED_TRACE(rc.describe());
-    const std::vector<unsigned char> want = rc.run(true);
-    const std::vector<unsigned char> got1 = rc.run(false, 1);
-    const std::vector<unsigned char> got5 = rc.run(false, 5);
+    const Bytes want = rc.run(true);
+    const Bytes got1 = rc.run(false, 1);
+    const Bytes got5 = rc.run(false, 5);
     EXPECT_TRUE(got1 == got5) << "the result depends on the thread count";
     // ACCUMULATE: C_old and the result may cancel, so the result's own
     // rounding (up to rtol * |result|, |result| <= K) is not within rtol * |ref|.
@@ -741,7 +721,7 @@ TEST(TestUtil, CompareMatrixPoisonMustStayUntouched) {
 TEST(TestUtil, FillRandomIsRepresentableAndNonZero) {
   Rng rng(3);
   for (ggemm_dtype dt : {kBf16, kFp16, kFp32}) {
-    std::vector<unsigned char> mem(1000 * dtype_size(dt));
+    Bytes mem(1000 * dtype_size(dt));
     fill_random(dt, mem.data(), 1000, rng, -3.0f, 2.0f);
     bool nonzero = false;
     for (size_t i = 0; i < 1000; ++i) {
@@ -766,7 +746,7 @@ TEST(TestUtil, DefaultTolerancesRejectAMissingKBlock) {
   Rng rng(11);
   const int64_t M = 64, N = 64, K = 1024;
   for (ggemm_dtype out : {kBf16, kFp16, kFp32}) {
-    std::vector<unsigned char> a(static_cast<size_t>(M * K) * 2), b(static_cast<size_t>(N * K) * 2);
+    Bytes a(static_cast<size_t>(M * K) * 2), b(static_cast<size_t>(N * K) * 2);
     fill_random(kBf16, a.data(), static_cast<size_t>(M * K), rng);
     fill_random(kBf16, b.data(), static_cast<size_t>(N * K), rng);
     std::vector<uint32_t> offsets = {0, static_cast<uint32_t>(M)};
@@ -782,8 +762,8 @@ TEST(TestUtil, DefaultTolerancesRejectAMissingKBlock) {
     p.num_groups = 1;
     p.epilogue = GGEMM_EPILOGUE_STORE;
 
-    std::vector<unsigned char> want(static_cast<size_t>(M * N) * dtype_size(out));
-    std::vector<unsigned char> reordered(want.size()), broken(want.size());
+    Bytes want(static_cast<size_t>(M * N) * dtype_size(out));
+    Bytes reordered(want.size()), broken(want.size());
     p.c = want.data();
     ggemm::ref::grouped_matmul(p);
     p.c = reordered.data();

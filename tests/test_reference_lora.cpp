@@ -56,21 +56,12 @@ struct ShrinkHand {
     stats[1] = active;
     ggemm_lora_shrink_qkv_args args{};
     args.struct_size = sizeof args;
-    args.x_dtype = in;
-    args.p_dtype = out;
-    args.m = m;
-    args.k = k;
-    args.rank = rank;
-    args.num_adapters = adapters;
-    args.x = x_mem.data();
-    args.lora_a = a_mem.data();
-    args.p = p.data();
-    args.a_offsets = offsets.data();
-    args.adapter_ids = ids.data();
-    args.expert_usage_stats = stats;
+    args.x_dtype = in, args.p_dtype = out;
+    args.m = m, args.k = k, args.rank = rank, args.num_adapters = adapters;
+    args.x = x_mem.data(), args.lora_a = a_mem.data(), args.p = p.data();
+    args.a_offsets = offsets.data(), args.adapter_ids = ids.data(), args.expert_usage_stats = stats;
     args.num_groups = static_cast<int64_t>(ids.size());
-    args.scale = scale;
-    args.accumulate = accumulate ? 1 : 0;
+    args.scale = scale, args.accumulate = accumulate ? 1 : 0;
     ggemm::ref::lora_shrink_qkv(args, threads);
   }
   // P[plane][row][:] as a [3M, R] matrix row.
@@ -275,23 +266,12 @@ struct ExpandHand {
     stats[1] = active;
     ggemm_lora_expand_qkv_args args{};
     args.struct_size = sizeof args;
-    args.p_dtype = in;
-    args.out_dtype = out;
-    args.m = m;
-    args.rank = rank;
-    args.q_dim = q;
-    args.kv_dim = kv;
-    args.num_adapters = adapters;
-    args.p = p_mem.data();
-    args.lora_b = b_mem.data();
-    args.q_out = q_out.data();
-    args.kv_out = kv_out.data();
-    args.a_offsets = offsets.data();
-    args.adapter_ids = ids.data();
-    args.expert_usage_stats = stats;
+    args.p_dtype = in, args.out_dtype = out;
+    args.m = m, args.rank = rank, args.q_dim = q, args.kv_dim = kv, args.num_adapters = adapters;
+    args.p = p_mem.data(), args.lora_b = b_mem.data(), args.q_out = q_out.data(), args.kv_out = kv_out.data();
+    args.a_offsets = offsets.data(), args.adapter_ids = ids.data(), args.expert_usage_stats = stats;
     args.num_groups = static_cast<int64_t>(ids.size());
-    args.scale = scale;
-    args.accumulate = accumulate ? 1 : 0;
+    args.scale = scale, args.accumulate = accumulate ? 1 : 0;
     ggemm::ref::lora_expand_qkv(args, threads);
   }
   void expect_q(int64_t row, const std::vector<float>& want) const { expect_row(out, q_out, q, row, want, "q_out"); }
@@ -558,6 +538,15 @@ struct RandomGroups {
     for (int32_t& id : ids) id = static_cast<int32_t>(rng.uniform_int(-1, G));
     stats[1] = static_cast<uint32_t>(rng.uniform_int(0, groups + 2));
   }
+
+  // Points a LoRA call's routing fields at these groups.
+  template <typename LoraArgs>
+  void route(LoraArgs& args) const {
+    args.a_offsets = offsets.data();
+    args.adapter_ids = ids.data();
+    args.expert_usage_stats = stats;
+    args.num_groups = static_cast<int64_t>(ids.size());
+  }
 };
 
 // exact: operands are multiples of 1/4 in [-2, 2] and the scale a power of
@@ -590,21 +579,15 @@ struct RandomShrink {
     const bool acc = rng.uniform_int(0, 1) != 0;
     fill_values(rng, exact, in, x, static_cast<size_t>(M * K));
     fill_values(rng, exact, in, a, static_cast<size_t>(G * 3 * R * K));
-    if (acc) {
+    if (acc)
       fill_values(rng, exact, out, p_init, static_cast<size_t>(3 * M * R));
-    } else {
-      p_init.assign(static_cast<size_t>(3 * M * R) * dtype_size(out), 0);
-      poison(p_init.data(), p_init.size());
-    }
+    else
+      p_init = poisoned_bytes(out, static_cast<size_t>(3 * M * R));
     args.struct_size = sizeof args;
-    args.x_dtype = in;
-    args.p_dtype = out;
+    args.x_dtype = in, args.p_dtype = out;
     args.m = M, args.k = K, args.rank = R, args.num_adapters = G;
-    args.x = x.data(), args.lora_a = a.data();
-    args.a_offsets = groups.offsets.data();
-    args.adapter_ids = groups.ids.data();
-    args.expert_usage_stats = groups.stats;
-    args.num_groups = static_cast<int64_t>(groups.ids.size());
+    args.x = x.data(), args.lora_a = a.data();  // P: each run's own copy of p_init
+    groups.route(args);
     args.scale = random_scale(rng, exact);
     args.accumulate = acc;
   }
@@ -646,20 +629,14 @@ struct RandomExpand {
       fill_values(rng, exact, out, q_init, static_cast<size_t>(M * Q));
       fill_values(rng, exact, out, kv_init, static_cast<size_t>(2 * M * KV));
     } else {
-      q_init.assign(static_cast<size_t>(M * Q) * dtype_size(out), 0);
-      kv_init.assign(static_cast<size_t>(2 * M * KV) * dtype_size(out), 0);
-      poison(q_init.data(), q_init.size());
-      poison(kv_init.data(), kv_init.size());
+      q_init = poisoned_bytes(out, static_cast<size_t>(M * Q));
+      kv_init = poisoned_bytes(out, static_cast<size_t>(2 * M * KV));
     }
     args.struct_size = sizeof args;
-    args.p_dtype = in;
-    args.out_dtype = out;
+    args.p_dtype = in, args.out_dtype = out;
     args.m = M, args.rank = R, args.q_dim = Q, args.kv_dim = KV, args.num_adapters = G;
-    args.p = p.data(), args.lora_b = b.data();
-    args.a_offsets = groups.offsets.data();
-    args.adapter_ids = groups.ids.data();
-    args.expert_usage_stats = groups.stats;
-    args.num_groups = static_cast<int64_t>(groups.ids.size());
+    args.p = p.data(), args.lora_b = b.data();  // the outputs: each run's own copies
+    groups.route(args);
     args.scale = random_scale(rng, exact);
     args.accumulate = acc;
   }
