@@ -26,10 +26,12 @@ if not os.environ.get("GGEMM_LIBRARY") and os.path.exists(os.path.join(REPO, "bu
     os.environ["GGEMM_LIBRARY"] = os.path.join(REPO, "build", "libggemm.so")
 
 
-def open_gpu(device: int):
-    """(torch, ggemm.Handle) on `device`, or the example's exit status when it
-    cannot run: 1 when libggemm is not found, 0 (SKIPPED) without PyTorch, a
-    CUDA device, or a GPU ggemm can use. Says which on stdout or stderr."""
+def open_gpu(device: int, seed: int):
+    """(torch, a ggemm.Handle, the torch.device) on CUDA device `device`, made
+    the current one, with PyTorch's generator seeded by `seed`; or the
+    example's exit status when it cannot run: 1 when libggemm is not found, 0
+    (SKIPPED) without PyTorch, a CUDA device, or a GPU ggemm can use. Says
+    which on stdout or stderr."""
     try:
         print(f"ggemm {ggemm.__version__}: libggemm {ggemm.version()} from {ggemm.library_path()}")
     except ggemm.LibraryNotFoundError as e:
@@ -50,7 +52,10 @@ def open_gpu(device: int):
             print(f"SKIPPED: ggemm cannot use GPU {device}: {e}")
             return 0
         raise
-    return torch, handle
+    dev = torch.device("cuda", device)
+    torch.cuda.set_device(dev)
+    torch.manual_seed(seed)
+    return torch, handle, dev
 
 
 def compare(torch, name, out, ref, width=22):

@@ -198,14 +198,10 @@ def main(argv=None) -> int:
     if args.adapters < 1 or not 0.0 <= args.no_adapter <= 1.0:
         p.error("--adapters must be >= 1 and --no-adapter in [0, 1]")
 
-    opened = open_gpu(args.device)
+    opened = open_gpu(args.device, args.seed)
     if isinstance(opened, int):  # no library, PyTorch or usable GPU: the exit status
         return opened
-    torch, handle = opened
-
-    dev = torch.device("cuda", args.device)
-    torch.cuda.set_device(dev)
-    torch.manual_seed(args.seed)
+    torch, handle, dev = opened
     batch = Batch(torch, dev, args.tokens, args.requests, args.adapters, args.no_adapter, random.Random(args.seed))
     w = Weights(torch, dev, args.hidden, args.q_dim, args.kv_dim, args.rank, args.adapters, args.alpha)
     t, bf16 = batch.tokens, torch.bfloat16

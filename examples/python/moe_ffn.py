@@ -140,14 +140,10 @@ def main(argv=None) -> int:
     if not 1 <= args.top_k <= args.experts:
         p.error("--top-k must be in [1, --experts]")
 
-    opened = open_gpu(args.device)
+    opened = open_gpu(args.device, args.seed)
     if isinstance(opened, int):  # no library, PyTorch or usable GPU: the exit status
         return opened
-    torch, handle = opened
-
-    dev = torch.device("cuda", args.device)
-    torch.cuda.set_device(dev)
-    torch.manual_seed(args.seed)
+    torch, handle, dev = opened
     t, hdim, f, e, k = args.tokens, args.hidden, args.ffn, args.experts, args.top_k
     bf16 = torch.bfloat16
     x = torch.randn(t, hdim, device=dev, dtype=bf16)
