@@ -19,6 +19,7 @@
 #include <string>
 
 #include "ggemm.h"
+#include "test_util.h"
 
 namespace ggemm::testing {
 
@@ -128,14 +129,6 @@ template <typename Args>
 void PrintTo(const ArgsCase<Args> &c, std::ostream *os) {
   *os << c.name;
 }
-
-// The test-name generator for INSTANTIATE_TEST_SUITE_P over ArgsCase rows.
-struct CaseName {
-  template <typename Info>
-  std::string operator()(const Info &info) const {
-    return info.param.name;
-  }
-};
 
 // An int64_t field of an argument struct, with the name messages use for it.
 template <typename Args>

@@ -486,8 +486,7 @@ std::vector<Case> cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case> &i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()), CaseName());
 
 // Runs without a GPU: every case above is a call the C ABI accepts, so a
 // case written wrong fails here, on the CPU, not on the GPU as a refused

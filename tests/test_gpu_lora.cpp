@@ -540,8 +540,7 @@ std::vector<LoraCase> cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, LoraGpu, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<LoraCase> &i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(Shapes, LoraGpu, ::testing::ValuesIn(cases()), CaseName());
 
 // Runs without a GPU: every case above is a call (or two) the C ABI
 // accepts, so a case written wrong fails here, not on the GPU as a refused

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "dtype.h"
@@ -25,6 +26,15 @@ constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
 using Bytes = std::vector<uint8_t>;
 
 inline size_t esize(ggemm_dtype t) { return ref::dtype_size(t); }
+
+// The test-name generator for INSTANTIATE_TEST_SUITE_P over cases that carry
+// their own `name`, so that a failure names the case.
+struct CaseName {
+  template <typename Info>
+  std::string operator()(const Info &info) const {
+    return info.param.name;
+  }
+};
 
 // Seeded random source; fixed seeds make a failure reproducible.
 struct Rng {
