@@ -121,12 +121,15 @@ inline void expect_row_poisoned(ggemm_dtype dt, const Bytes &mem, int64_t cols, 
 }
 
 // Compares two row-major [rows, cols] matrices of `dtype`. Element (r, c)
-// passes iff |exp - act| <= atol + rtol * |exp| (equal infinities pass);
-// where `expected` is NaN (poison: the element must not have been written),
-// `actual` must be bitwise identical to it.
+// passes iff |exp - act| <= atol + rtol * |exp| (equal infinities pass),
+// plus extra_atol[r * cols + c] when a per-element addition is given (fp32,
+// [rows, cols]: a bound that varies by element); where `expected` is NaN
+// (poison: the element must not have been written), `actual` must be bitwise
+// identical to it.
 inline ::testing::AssertionResult compare_matrix(ggemm_dtype dtype, const void* expected,
                                                  const void* actual, int64_t rows, int64_t cols,
-                                                 double atol, double rtol, int max_report = 10) {
+                                                 double atol, double rtol, int max_report = 10,
+                                                 const float* extra_atol = nullptr) {
   const size_t esize = ref::dtype_size(dtype);
   const unsigned char* exp_bytes = static_cast<const unsigned char*>(expected);
   const unsigned char* act_bytes = static_cast<const unsigned char*>(actual);
@@ -157,7 +160,7 @@ inline ::testing::AssertionResult compare_matrix(ggemm_dtype dtype, const void* 
       if (std::isnan(e)) {
         ok = std::memcmp(exp_bytes + idx * esize, act_bytes + idx * esize, esize) == 0;
       } else {
-        tol = atol + rtol * std::fabs(e);
+        tol = atol + rtol * std::fabs(e) + (extra_atol ? extra_atol[idx] : 0.0);
         ok = e == a || std::fabs(e - a) <= tol;  // NaN actual fails both tests
       }
       if (ok) continue;
@@ -176,7 +179,7 @@ inline ::testing::AssertionResult compare_matrix(ggemm_dtype dtype, const void* 
   if (mismatches == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << mismatches << " of " << rows * cols << " elements mismatch ([" << rows << ", " << cols
-         << "], atol " << atol << ", rtol " << rtol << "); first " << std::min<int64_t>(mismatches, max_report)
+         << "], atol " << atol << (extra_atol ? " + per element" : "") << ", rtol " << rtol << "); first " << std::min<int64_t>(mismatches, max_report)
          << ":" << report.str();
 }
 
