@@ -99,15 +99,15 @@ void set_fake_lora_routing(LoraArgs &a) {
 }
 
 // One row of a validation table: start from the valid arguments, apply
-// `edit`, call. A refused case names the status and the argument the message
-// must name; an accepted case (status kAccepted, `names` null) must reach
+// `edit`, call. A refused case gives the status and the argument the message
+// must name; an accepted case (status kAccepted, named_arg null) must reach
 // the handle check.
 template <typename Args>
 struct ArgsCase {
   const char *name;  // the gtest parameter name, so a failure names the case
   void (*edit)(Args &);
   ggemm_status status;
-  const char *names;
+  const char *named_arg;
 };
 
 // The status of an accepted row: validation passed, the NULL handle did not.
@@ -121,7 +121,7 @@ void check_case(const ArgsCase<Args> &c, Args (*valid)()) {
   if (c.status == kAccepted)
     expect_valid(a);
   else
-    expect_refused(a, c.status, c.names);
+    expect_refused(a, c.status, c.named_arg);
 }
 
 // gtest prints parameters with this (the case name instead of raw bytes).
@@ -160,9 +160,5 @@ void expect_each_refused(Args (*valid)(), std::initializer_list<Int64Field<Args>
   class Suite##Case : public ::testing::TestWithParam<::ggemm::testing::ArgsCase<Args>> {}; \
   TEST_P(Suite##Case, Check) { ::ggemm::testing::check_case(GetParam(), valid); }           \
   INSTANTIATE_TEST_SUITE_P(Suite, Suite##Case, ::testing::ValuesIn(cases), ::ggemm::testing::CaseName())
-
-namespace ggemm::testing {
-
-}  // namespace ggemm::testing
 
 #endif  // GGEMM_TESTS_ABI_CASES_H
