@@ -6,346 +6,141 @@
 // dereferences them because nothing launches.
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <initializer_list>
 #include <set>
 #include <string>
 #include <thread>
-#include <utility>
 
+#include "abi_cases.h"
 #include "ggemm.h"
 
 extern "C" int ggemm_c99_abi_check(void);
 extern "C" void ggemm_c99_layout(size_t out[4]);
 
+namespace ggemm::testing {
 namespace {
 
-template <typename T>
-T *fake(uintptr_t addr) {
-  return reinterpret_cast<T *>(addr);
-}
+using Args = ggemm_grouped_matmul_args;
 
-ggemm_grouped_matmul_args valid_args() {
-  ggemm_grouped_matmul_args a;
+// A valid call: bf16, 4 groups over 8 experts, K-major weights, STORE.
+Args valid_args() {
+  Args a;
   std::memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
-  a.a_dtype = GGEMM_DTYPE_BF16;
-  a.b_dtype = GGEMM_DTYPE_BF16;
-  a.c_dtype = GGEMM_DTYPE_BF16;
-  a.m = 64;
-  a.n = 256;
-  a.k = 128;
-  a.num_experts = 8;
-  a.a = fake<const void>(0x1000);
-  a.b = fake<const void>(0x2000);
-  a.c = fake<void>(0x3000);
+  a.a_dtype = a.b_dtype = a.c_dtype = GGEMM_DTYPE_BF16;
+  a.m = 64, a.n = 256, a.k = 128, a.num_experts = 8;
+  a.a = fake<const void>(0x1000), a.b = fake<const void>(0x2000), a.c = fake<void>(0x3000);
   a.transpose_b = 1;
   a.a_offsets = fake<const uint32_t>(0x4000);
   a.expert_ids = fake<const int32_t>(0x5000);
   a.expert_usage_stats = fake<const uint32_t>(0x6000);
-  a.num_groups = 4;
-  a.max_rows_per_group = 0;
-  a.epilogue = GGEMM_EPILOGUE_STORE;
-  a.row_scale = nullptr;
+  a.num_groups = 4, a.max_rows_per_group = 0;
+  a.epilogue = GGEMM_EPILOGUE_STORE, a.row_scale = nullptr;
   a.config = nullptr;
   return a;
 }
 
-ggemm_status call(const ggemm_grouped_matmul_args &a) { return ggemm_grouped_matmul(nullptr, &a, nullptr); }
+TEST(AbiValidation, ValidArgsReachTheHandleCheck) { expect_reaches_handle_check(valid_args()); }
 
-// True if `msg` names `arg`: a whole-word occurrence (not a piece of a longer
-// identifier). One-letter names (a, m, ...) must be the subject ("m = ...",
-// "a is NULL"), since a lone letter could appear in any sentence.
-bool names_arg(const std::string &msg, const std::string &arg) {
-  auto ident = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
-  for (size_t pos = msg.find(arg); pos != std::string::npos; pos = msg.find(arg, pos + 1)) {
-    const size_t end = pos + arg.size();
-    if (pos > 0 && ident(msg[pos - 1])) continue;
-    if (end < msg.size() && ident(msg[end])) continue;
-    if (arg.size() > 1) return true;
-    const std::string rest = msg.substr(end);
-    if (rest.rfind(" =", 0) == 0 || rest.rfind(" is", 0) == 0) return true;
-  }
-  return false;
-}
+TEST(AbiValidation, ArgsNull) { expect_null_args_refused<Args>(); }
 
-// Calls with `a` and expects `status` and a message naming `arg`.
-void expect_refused(const ggemm_grouped_matmul_args &a, ggemm_status status, const std::string &arg) {
-  const ggemm_status got = call(a);
-  EXPECT_EQ(got, status) << "got " << ggemm_status_string(got) << " (\"" << ggemm_last_error_message()
-                         << "\"), want " << ggemm_status_string(status);
-  const std::string msg = ggemm_last_error_message();
-  EXPECT_TRUE(names_arg(msg, arg)) << "message \"" << msg << "\" does not name " << arg;
-}
+// Each row: valid_args() with one edit, and the status and argument name the
+// call must answer with (kAccepted: it must reach the handle check).
+const ArgsCase<Args> kCases[] = {
+    {"StructSizeShorter", [](Args &a) { a.struct_size = sizeof a - 8; }, GGEMM_STATUS_INVALID_VALUE, "struct_size"},
+    {"StructSizeZero", [](Args &a) { a.struct_size = 0; }, GGEMM_STATUS_INVALID_VALUE, "struct_size"},
+    {"ADtypeFp32", [](Args &a) { a.a_dtype = a.b_dtype = GGEMM_DTYPE_FP32; }, GGEMM_STATUS_INVALID_DTYPE, "a_dtype"},
+    {"BDtypeDiffersFromA", [](Args &a) { a.b_dtype = GGEMM_DTYPE_FP16; }, GGEMM_STATUS_INVALID_DTYPE, "b_dtype"},
+    {"CDtype9", [](Args &a) { a.c_dtype = static_cast<ggemm_dtype>(9); }, GGEMM_STATUS_INVALID_DTYPE, "c_dtype"},
+    {"CDtype0", [](Args &a) { a.c_dtype = static_cast<ggemm_dtype>(0); }, GGEMM_STATUS_INVALID_DTYPE, "c_dtype"},
+    {"MNegative", [](Args &a) { a.m = -1; }, GGEMM_STATUS_INVALID_DIMENSION, "m"},
+    {"MTwoToThe31", [](Args &a) { a.m = int64_t(1) << 31; }, GGEMM_STATUS_INVALID_DIMENSION, "m"},
+    {"NZero", [](Args &a) { a.n = 0; }, GGEMM_STATUS_INVALID_DIMENSION, "n"},
+    {"NNotMultipleOf8", [](Args &a) { a.n = 252; }, GGEMM_STATUS_INVALID_DIMENSION, "n"},
+    {"NTooLarge", [](Args &a) { a.n = int64_t(1) << 31; }, GGEMM_STATUS_INVALID_DIMENSION, "n"},
+    {"KZero", [](Args &a) { a.k = 0; }, GGEMM_STATUS_INVALID_DIMENSION, "k"},
+    {"KNotMultipleOf8", [](Args &a) { a.k = 100; }, GGEMM_STATUS_INVALID_DIMENSION, "k"},
+    {"NumExpertsZero", [](Args &a) { a.num_experts = 0; }, GGEMM_STATUS_INVALID_DIMENSION, "num_experts"},
+    {"MaxRowsPerGroupNegative", [](Args &a) { a.max_rows_per_group = -1; }, GGEMM_STATUS_INVALID_DIMENSION,
+     "max_rows_per_group"},
+    {"NumGroupsZero", [](Args &a) { a.num_groups = 0; }, GGEMM_STATUS_INVALID_GROUP_COUNT, "num_groups"},
+    {"NumGroupsPastMax", [](Args &a) { a.num_groups = GGEMM_MAX_GROUPS + 1; }, GGEMM_STATUS_INVALID_GROUP_COUNT,
+     "num_groups"},
+    // The bound itself is allowed.
+    {"NumGroupsAtMax", [](Args &a) { a.num_groups = GGEMM_MAX_GROUPS; }, kAccepted, nullptr},
+    {"TransposeB2", [](Args &a) { a.transpose_b = 2; }, GGEMM_STATUS_INVALID_VALUE, "transpose_b"},
+    {"Epilogue7", [](Args &a) { a.epilogue = static_cast<ggemm_epilogue>(7); }, GGEMM_STATUS_INVALID_VALUE,
+     "epilogue"},
+    {"PlaneSplit0AboveSplit1", [](Args &a) { a.a_plane_split0 = 192, a.a_plane_split1 = 128; },
+     GGEMM_STATUS_INVALID_VALUE, "a_plane_split0"},
+    {"PlaneSplit1PastN", [](Args &a) { a.a_plane_split0 = 128, a.a_plane_split1 = 264; },  // n = 256
+     GGEMM_STATUS_INVALID_VALUE, "a_plane_split0"},
+    {"PlaneSplit0ZeroWithSplit1Set", [](Args &a) { a.a_plane_split0 = 0, a.a_plane_split1 = 128; },
+     GGEMM_STATUS_INVALID_VALUE, "a_plane_split0"},
+    {"PlaneSplit0Negative", [](Args &a) { a.a_plane_split0 = -8, a.a_plane_split1 = 0; }, GGEMM_STATUS_INVALID_VALUE,
+     "a_plane_split0"},
+    {"PlaneSplitNotMultipleOf8", [](Args &a) { a.a_plane_split0 = 100, a.a_plane_split1 = 200; },
+     GGEMM_STATUS_INVALID_VALUE, "a_plane_split0"},
+    // Equal splits and split1 == n are allowed (an empty middle or last plane).
+    {"PlaneSplits128And192", [](Args &a) { a.a_plane_split0 = 128, a.a_plane_split1 = 192; }, kAccepted, nullptr},
+    {"PlaneSplits128And128", [](Args &a) { a.a_plane_split0 = 128, a.a_plane_split1 = 128; }, kAccepted, nullptr},
+    {"PlaneSplits64And256", [](Args &a) { a.a_plane_split0 = 64, a.a_plane_split1 = 256; }, kAccepted, nullptr},
+    {"PlaneSplits256And256", [](Args &a) { a.a_plane_split0 = 256, a.a_plane_split1 = 256; }, kAccepted, nullptr},
+    // With planes A has 3 * m rows, and those are addressed with 32 bits; the
+    // same m without planes is fine.
+    {"PlanesTripleMPast2To31",
+     [](Args &a) { a.m = int64_t(1) << 30, a.a_plane_split0 = 128, a.a_plane_split1 = 192; },
+     GGEMM_STATUS_INVALID_DIMENSION, "m"},
+    {"NoPlanesMAt2To30", [](Args &a) { a.m = int64_t(1) << 30; }, kAccepted, nullptr},
+    // The tile walk counts a group's tiles in 32 bits (kMaxOutputElements):
+    // 2^43 - 2^12 outputs are refused, naming both m and n; just under 2^42 is not.
+    {"OutputPast2To42ElementsNamesM", [](Args &a) { a.m = (int64_t(1) << 31) - 1, a.n = int64_t(1) << 12; },
+     GGEMM_STATUS_INVALID_DIMENSION, "m"},
+    {"OutputPast2To42ElementsNamesN", [](Args &a) { a.m = (int64_t(1) << 31) - 1, a.n = int64_t(1) << 12; },
+     GGEMM_STATUS_INVALID_DIMENSION, "n"},
+    {"OutputJustUnder2To42Elements", [](Args &a) { a.m = (int64_t(1) << 31) - 1, a.n = int64_t(1) << 11; },
+     kAccepted, nullptr},
+    {"WeightElementCountOverflow",
+     [](Args &a) { a.num_experts = (int64_t(1) << 31) - 1, a.n = (int64_t(1) << 31) - 8, a.k = (int64_t(1) << 31) - 8; },
+     GGEMM_STATUS_INVALID_DIMENSION, "num_experts"},
+    // Weights past 4 GiB are normal (256 experts x 7168 x 4096 bf16 = 14 GiB).
+    {"WeightsPast4GiB", [](Args &a) { a.num_experts = 256, a.n = 7168, a.k = 4096; }, kAccepted, nullptr},
+    {"ANull", [](Args &a) { a.a = nullptr; }, GGEMM_STATUS_NULL_POINTER, "a"},
+    {"BNull", [](Args &a) { a.b = nullptr; }, GGEMM_STATUS_NULL_POINTER, "b"},
+    {"CNull", [](Args &a) { a.c = nullptr; }, GGEMM_STATUS_NULL_POINTER, "c"},
+    // 8-byte aligned is not enough: TMA needs 16-byte global addresses.
+    {"AMisalignedBy8", [](Args &a) { a.a = fake<const void>(0x1008); }, GGEMM_STATUS_MISALIGNED_POINTER, "a"},
+    {"BMisalignedBy8", [](Args &a) { a.b = fake<const void>(0x2008); }, GGEMM_STATUS_MISALIGNED_POINTER, "b"},
+    {"CMisalignedBy8", [](Args &a) { a.c = fake<void>(0x3008); }, GGEMM_STATUS_MISALIGNED_POINTER, "c"},
+    {"AOffsetsNull", [](Args &a) { a.a_offsets = nullptr; }, GGEMM_STATUS_NULL_POINTER, "a_offsets"},
+    {"ExpertIdsNull", [](Args &a) { a.expert_ids = nullptr; }, GGEMM_STATUS_NULL_POINTER, "expert_ids"},
+    {"ExpertUsageStatsNull", [](Args &a) { a.expert_usage_stats = nullptr; }, GGEMM_STATUS_NULL_POINTER,
+     "expert_usage_stats"},
+    {"AOffsetsMisalignedBy2", [](Args &a) { a.a_offsets = fake<const uint32_t>(0x4002); },
+     GGEMM_STATUS_MISALIGNED_POINTER, "a_offsets"},
+    {"ExpertIdsMisalignedBy2", [](Args &a) { a.expert_ids = fake<const int32_t>(0x5002); },
+     GGEMM_STATUS_MISALIGNED_POINTER, "expert_ids"},
+    {"ExpertUsageStatsMisalignedBy2", [](Args &a) { a.expert_usage_stats = fake<const uint32_t>(0x6002); },
+     GGEMM_STATUS_MISALIGNED_POINTER, "expert_usage_stats"},
+    // row_scale is checked only for the ROW_SCALE epilogue; the others never read it.
+    {"RowScaleNull", [](Args &a) { a.epilogue = GGEMM_EPILOGUE_ROW_SCALE, a.row_scale = nullptr; },
+     GGEMM_STATUS_NULL_POINTER, "row_scale"},
+    {"RowScaleMisalignedBy2",
+     [](Args &a) { a.epilogue = GGEMM_EPILOGUE_ROW_SCALE, a.row_scale = fake<const float>(0x7002); },
+     GGEMM_STATUS_MISALIGNED_POINTER, "row_scale"},
+    {"RowScaleAligned", [](Args &a) { a.epilogue = GGEMM_EPILOGUE_ROW_SCALE, a.row_scale = fake<const float>(0x7000); },
+     kAccepted, nullptr},
+    {"StoreNeedsNoRowScale", [](Args &a) { a.epilogue = GGEMM_EPILOGUE_STORE, a.row_scale = nullptr; }, kAccepted,
+     nullptr},
+    {"AccumulateNeedsNoRowScale", [](Args &a) { a.epilogue = GGEMM_EPILOGUE_ACCUMULATE, a.row_scale = nullptr; },
+     kAccepted, nullptr},
+    // m == 0 reads and writes nothing, so A and C may be NULL.
+    {"EmptyCallNeedsNoMatrices", [](Args &a) { a.m = 0, a.a = nullptr, a.c = nullptr; }, kAccepted, nullptr},
+};
 
-// A valid call with no handle gets past validation to the handle check.
-void expect_valid(const ggemm_grouped_matmul_args &a) {
-  const ggemm_status got = call(a);
-  EXPECT_EQ(got, GGEMM_STATUS_INVALID_HANDLE) << ggemm_status_string(got) << ": " << ggemm_last_error_message();
-}
-
-TEST(AbiValidation, ValidArgsReachTheHandleCheck) {
-  expect_valid(valid_args());
-  EXPECT_TRUE(names_arg(ggemm_last_error_message(), "handle")) << ggemm_last_error_message();
-}
-
-TEST(AbiValidation, ArgsNull) {
-  EXPECT_EQ(ggemm_grouped_matmul(nullptr, nullptr, nullptr), GGEMM_STATUS_NULL_POINTER);
-  EXPECT_TRUE(names_arg(ggemm_last_error_message(), "args")) << ggemm_last_error_message();
-}
-
-TEST(AbiValidation, StructSize) {
-  auto a = valid_args();
-  a.struct_size = sizeof a - 8;  // an older, shorter struct
-  expect_refused(a, GGEMM_STATUS_INVALID_VALUE, "struct_size");
-  a.struct_size = 0;
-  expect_refused(a, GGEMM_STATUS_INVALID_VALUE, "struct_size");
-}
-
-TEST(AbiValidation, ADtypeFp32) {
-  auto a = valid_args();
-  a.a_dtype = a.b_dtype = GGEMM_DTYPE_FP32;
-  expect_refused(a, GGEMM_STATUS_INVALID_DTYPE, "a_dtype");
-}
-
-TEST(AbiValidation, BDtypeDiffersFromA) {
-  auto a = valid_args();
-  a.b_dtype = GGEMM_DTYPE_FP16;
-  expect_refused(a, GGEMM_STATUS_INVALID_DTYPE, "b_dtype");
-}
-
-TEST(AbiValidation, CDtypeInvalid) {
-  auto a = valid_args();
-  a.c_dtype = static_cast<ggemm_dtype>(9);
-  expect_refused(a, GGEMM_STATUS_INVALID_DTYPE, "c_dtype");
-  a.c_dtype = static_cast<ggemm_dtype>(0);
-  expect_refused(a, GGEMM_STATUS_INVALID_DTYPE, "c_dtype");
-}
-
-TEST(AbiValidation, MNegative) {
-  auto a = valid_args();
-  a.m = -1;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "m");
-}
-
-TEST(AbiValidation, MTwoToThe31) {
-  auto a = valid_args();
-  a.m = int64_t(1) << 31;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "m");
-}
-
-TEST(AbiValidation, NZero) {
-  auto a = valid_args();
-  a.n = 0;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "n");
-}
-
-TEST(AbiValidation, NNotMultipleOf8) {
-  auto a = valid_args();
-  a.n = 252;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "n");
-}
-
-TEST(AbiValidation, NTooLarge) {
-  auto a = valid_args();
-  a.n = int64_t(1) << 31;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "n");
-}
-
-TEST(AbiValidation, KZero) {
-  auto a = valid_args();
-  a.k = 0;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "k");
-}
-
-TEST(AbiValidation, KNotMultipleOf8) {
-  auto a = valid_args();
-  a.k = 100;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "k");
-}
-
-TEST(AbiValidation, NumExpertsZero) {
-  auto a = valid_args();
-  a.num_experts = 0;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "num_experts");
-}
-
-TEST(AbiValidation, MaxRowsPerGroupNegative) {
-  auto a = valid_args();
-  a.max_rows_per_group = -1;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "max_rows_per_group");
-}
-
-TEST(AbiValidation, NumGroupsZero) {
-  auto a = valid_args();
-  a.num_groups = 0;
-  expect_refused(a, GGEMM_STATUS_INVALID_GROUP_COUNT, "num_groups");
-}
-
-TEST(AbiValidation, NumGroupsPastMax) {
-  auto a = valid_args();
-  a.num_groups = GGEMM_MAX_GROUPS + 1;
-  expect_refused(a, GGEMM_STATUS_INVALID_GROUP_COUNT, "num_groups");
-  a.num_groups = GGEMM_MAX_GROUPS;  // the bound itself is allowed
-  expect_valid(a);
-}
-
-TEST(AbiValidation, TransposeB2) {
-  auto a = valid_args();
-  a.transpose_b = 2;
-  expect_refused(a, GGEMM_STATUS_INVALID_VALUE, "transpose_b");
-}
-
-TEST(AbiValidation, Epilogue7) {
-  auto a = valid_args();
-  a.epilogue = static_cast<ggemm_epilogue>(7);
-  expect_refused(a, GGEMM_STATUS_INVALID_VALUE, "epilogue");
-}
-
-TEST(AbiValidation, PlaneSplit0AboveSplit1) {
-  auto a = valid_args();
-  a.a_plane_split0 = 192, a.a_plane_split1 = 128;
-  expect_refused(a, GGEMM_STATUS_INVALID_VALUE, "a_plane_split0");
-}
-
-TEST(AbiValidation, PlaneSplit1PastN) {
-  auto a = valid_args();
-  a.a_plane_split0 = 128, a.a_plane_split1 = 264;  // n = 256
-  expect_refused(a, GGEMM_STATUS_INVALID_VALUE, "a_plane_split0");
-}
-
-TEST(AbiValidation, PlaneSplit0ZeroWithSplit1Set) {
-  auto a = valid_args();
-  a.a_plane_split0 = 0, a.a_plane_split1 = 128;
-  expect_refused(a, GGEMM_STATUS_INVALID_VALUE, "a_plane_split0");
-  a.a_plane_split0 = -8, a.a_plane_split1 = 0;
-  expect_refused(a, GGEMM_STATUS_INVALID_VALUE, "a_plane_split0");
-}
-
-TEST(AbiValidation, PlaneSplitNotMultipleOf8) {
-  auto a = valid_args();
-  a.a_plane_split0 = 100, a.a_plane_split1 = 200;
-  expect_refused(a, GGEMM_STATUS_INVALID_VALUE, "a_plane_split0");
-}
-
-TEST(AbiValidation, PlaneSplitsValid) {
-  // Equal splits and split1 == n are allowed (an empty middle or last plane).
-  for (auto s : {std::pair<int64_t, int64_t>{128, 192}, {128, 128}, {64, 256}, {256, 256}}) {
-    auto a = valid_args();
-    a.a_plane_split0 = s.first, a.a_plane_split1 = s.second;
-    expect_valid(a);
-  }
-}
-
-TEST(AbiValidation, PlanesTripleMPast2To31) {
-  // With planes A has 3 * m rows, and those are addressed with 32 bits.
-  auto a = valid_args();
-  a.m = int64_t(1) << 30;
-  a.a_plane_split0 = 128, a.a_plane_split1 = 192;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "m");
-  a.a_plane_split0 = a.a_plane_split1 = 0;  // the same m without planes is fine
-  expect_valid(a);
-}
-
-TEST(AbiValidation, OutputPast2To42Elements) {
-  // The tile walk counts a group's tiles in 32 bits (kMaxOutputElements).
-  auto a = valid_args();
-  a.m = (int64_t(1) << 31) - 1;
-  a.n = int64_t(1) << 12;  // 2^43 - 2^12 outputs
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "m");
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "n");
-  a.n = int64_t(1) << 11;  // just under 2^42
-  expect_valid(a);
-}
-
-TEST(AbiValidation, WeightElementCountOverflow) {
-  auto a = valid_args();
-  a.num_experts = (int64_t(1) << 31) - 1;
-  a.n = (int64_t(1) << 31) - 8;
-  a.k = (int64_t(1) << 31) - 8;
-  expect_refused(a, GGEMM_STATUS_INVALID_DIMENSION, "num_experts");
-  // Weights past 4 GiB are normal (256 experts x 7168 x 4096 bf16 = 14 GiB).
-  a = valid_args();
-  a.num_experts = 256, a.n = 7168, a.k = 4096;
-  expect_valid(a);
-}
-
-TEST(AbiValidation, MatrixNull) {
-  for (const char *which : {"a", "b", "c"}) {
-    SCOPED_TRACE(which);
-    auto a = valid_args();
-    if (which[0] == 'a') a.a = nullptr;
-    if (which[0] == 'b') a.b = nullptr;
-    if (which[0] == 'c') a.c = nullptr;
-    expect_refused(a, GGEMM_STATUS_NULL_POINTER, which);
-  }
-}
-
-TEST(AbiValidation, MatrixMisalignedBy8) {
-  // 8-byte aligned is not enough: TMA needs 16-byte global addresses.
-  for (const char *which : {"a", "b", "c"}) {
-    SCOPED_TRACE(which);
-    auto a = valid_args();
-    if (which[0] == 'a') a.a = fake<const void>(0x1008);
-    if (which[0] == 'b') a.b = fake<const void>(0x2008);
-    if (which[0] == 'c') a.c = fake<void>(0x3008);
-    expect_refused(a, GGEMM_STATUS_MISALIGNED_POINTER, which);
-  }
-}
-
-TEST(AbiValidation, IndexArraysNull) {
-  auto a = valid_args();
-  a.a_offsets = nullptr;
-  expect_refused(a, GGEMM_STATUS_NULL_POINTER, "a_offsets");
-  a = valid_args();
-  a.expert_ids = nullptr;
-  expect_refused(a, GGEMM_STATUS_NULL_POINTER, "expert_ids");
-  a = valid_args();
-  a.expert_usage_stats = nullptr;
-  expect_refused(a, GGEMM_STATUS_NULL_POINTER, "expert_usage_stats");
-}
-
-TEST(AbiValidation, IndexArraysMisalignedBy2) {
-  auto a = valid_args();
-  a.a_offsets = fake<const uint32_t>(0x4002);
-  expect_refused(a, GGEMM_STATUS_MISALIGNED_POINTER, "a_offsets");
-  a = valid_args();
-  a.expert_ids = fake<const int32_t>(0x5002);
-  expect_refused(a, GGEMM_STATUS_MISALIGNED_POINTER, "expert_ids");
-  a = valid_args();
-  a.expert_usage_stats = fake<const uint32_t>(0x6002);
-  expect_refused(a, GGEMM_STATUS_MISALIGNED_POINTER, "expert_usage_stats");
-}
-
-TEST(AbiValidation, RowScaleOnlyForRowScaleEpilogue) {
-  auto a = valid_args();
-  a.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
-  a.row_scale = nullptr;
-  expect_refused(a, GGEMM_STATUS_NULL_POINTER, "row_scale");
-  a.row_scale = fake<const float>(0x7002);
-  expect_refused(a, GGEMM_STATUS_MISALIGNED_POINTER, "row_scale");
-  a.row_scale = fake<const float>(0x7000);
-  expect_valid(a);
-  // The other epilogues never read it.
-  for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE}) {
-    a = valid_args();
-    a.epilogue = e;
-    a.row_scale = nullptr;
-    expect_valid(a);
-  }
-}
-
-TEST(AbiValidation, EmptyCallNeedsNoMatrices) {
-  // m == 0 reads and writes nothing, so A and C may be NULL.
-  auto a = valid_args();
-  a.m = 0;
-  a.a = nullptr;
-  a.c = nullptr;
-  expect_valid(a);
-}
+GGEMM_ABI_CASE_SUITE(AbiValidation, Args, kCases, valid_args);
 
 // ---- status strings, version, create/destroy, last error -------------------------
 
@@ -443,3 +238,4 @@ TEST(AbiC99, CAndCxxAgreeOnLayout) {
 }
 
 }  // namespace
+}  // namespace ggemm::testing

@@ -38,7 +38,6 @@ struct Case {
 
 std::ostream &operator<<(std::ostream &os, const Case &c) { return os << c.name; }
 
-size_t bytes_of(ggemm_dtype t) { return ref::dtype_size(t); }
 
 // Everything one call needs, on host and device.
 struct Problem {
@@ -65,9 +64,9 @@ struct Problem {
     stats[0] = uint32_t(max_rows);
     stats[1] = uint32_t(c.active < 0 ? groups : c.active);
 
-    a.resize(size_t(planes * m * c.k) * bytes_of(c.in));
-    b.resize(size_t(c.num_experts * c.n * c.k) * bytes_of(c.in));
-    c_init.resize(size_t(m * c.n) * bytes_of(c.out));
+    a.resize(size_t(planes * m * c.k) * esize(c.in));
+    b.resize(size_t(c.num_experts * c.n * c.k) * esize(c.in));
+    c_init.resize(size_t(m * c.n) * esize(c.out));
     fill_random(c.in, a.data(), size_t(planes * m * c.k), rng);
     fill_random(c.in, b.data(), size_t(c.num_experts * c.n * c.k), rng);
     poison(c_init.data(), c_init.size());
@@ -487,8 +486,7 @@ std::vector<Case> cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case> &i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()), CaseName());
 
 // Runs without a GPU: every case above is a call the C ABI accepts, so a
 // case written wrong fails here, on the CPU, not on the GPU as a refused

@@ -52,14 +52,7 @@
 namespace ggemm::testing {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
-constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
-constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
 constexpr int64_t k2To31 = int64_t(1) << 31;
-
-size_t esize(ggemm_dtype t) { return ref::dtype_size(t); }
 
 // Skips the test when the device has less than `bytes` (plus 1 GiB of
 // headroom) free.

@@ -41,12 +41,6 @@
 namespace ggemm::testing {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
-constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
-constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
-
 enum class Op { kShrink, kExpand, kChain };
 
 // One test case. Dims: q_dim, kv_dim (expand), hidden (shrink's K), rank.
@@ -106,44 +100,6 @@ LoraCase make(Op op, std::string name, int64_t q, int64_t kv, int64_t rank, cons
   c.rows = l.rows, c.ids = l.ids, c.adapters = adapters;
   c.in = in, c.out = out, c.scale = scale, c.accumulate = accumulate;
   return c;
-}
-
-// compare_matrix with a per-element addition to the atol: element i passes iff
-// |exp - act| <= atol + rtol |exp| + extra[i] (extra: fp32 [rows, cols]);
-// poisoned (NaN) expected elements must be bitwise unchanged.
-::testing::AssertionResult compare_with_extra(ggemm_dtype dt, const void *expected, const void *actual,
-                                              int64_t rows, int64_t cols, const std::vector<float> &extra,
-                                              double atol, double rtol) {
-  const size_t es = ref::dtype_size(dt);
-  int64_t bad = 0;
-  std::ostringstream report;
-  report.precision(9);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      const size_t i = size_t(r * cols + c);
-      const double e = ref::load_as_float(dt, expected, i), a = ref::load_as_float(dt, actual, i);
-      bool ok;
-      double tol = 0;
-      if (std::isnan(e)) {
-        ok = std::memcmp(static_cast<const char *>(expected) + i * es, static_cast<const char *>(actual) + i * es,
-                         es) == 0;
-      } else {
-        tol = atol + rtol * std::fabs(e) + extra[i];
-        ok = e == a || std::fabs(e - a) <= tol;
-      }
-      if (ok) continue;
-      if (bad < 10) {
-        report << "\n  (" << r << ", " << c << "): expected " << e << ", actual " << a;
-        if (std::isnan(e))
-          report << " (poisoned element was written)";
-        else
-          report << ", |diff| " << std::fabs(e - a) << " > tol " << tol;
-      }
-      ++bad;
-    }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << rows * cols << " elements mismatch ([" << rows << ", "
-                                       << cols << "]):" << report.str();
 }
 
 // Everything one case needs, on host and device.
@@ -432,10 +388,12 @@ TEST_P(LoraGpu, MatchesReference) {
     return e;
   };
   const double atol_two = lora_atol(c.out, c.rank, c.scale, std::max(1.0, max_abs(pt, ref_p)));
-  EXPECT_TRUE(compare_with_extra(c.out, two_q.data(), got_q.data(), p.m, c.q_dim, extra(bp_q, b1_q), atol_two, rtol))
+  // Each element's tolerance adds its extra(...) to atol_two.
+  EXPECT_TRUE(compare_matrix(c.out, two_q.data(), got_q.data(), p.m, c.q_dim, atol_two, rtol, 10,
+                             extra(bp_q, b1_q).data()))
       << "q_out vs the two-step reference";
-  EXPECT_TRUE(compare_with_extra(c.out, two_kv.data(), got_kv.data(), 2 * p.m, c.kv_dim, extra(bp_kv, b1_kv),
-                                 atol_two, rtol))
+  EXPECT_TRUE(compare_matrix(c.out, two_kv.data(), got_kv.data(), 2 * p.m, c.kv_dim, atol_two, rtol, 10,
+                             extra(bp_kv, b1_kv).data()))
       << "kv_out vs the two-step reference";
 }
 
@@ -546,8 +504,7 @@ std::vector<LoraCase> cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, LoraGpu, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<LoraCase> &i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(Shapes, LoraGpu, ::testing::ValuesIn(cases()), CaseName());
 
 // Runs without a GPU: every case above is a call (or two) the C ABI
 // accepts, so a case written wrong fails here, not on the GPU as a refused

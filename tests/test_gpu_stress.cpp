@@ -56,17 +56,9 @@
 namespace ggemm::testing {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
-constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
-constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
-
 const char *epilogue_label(ggemm_epilogue e) {
   return e == GGEMM_EPILOGUE_STORE ? "store" : e == GGEMM_EPILOGUE_ACCUMULATE ? "accumulate" : "row_scale";
 }
-
-size_t esize(ggemm_dtype t) { return ref::dtype_size(t); }
 
 // Index of the first element where a and b differ bitwise, or -1.
 int64_t first_difference(const Bytes &a, const Bytes &b, size_t elem_bytes) {
@@ -234,6 +226,25 @@ bool put_routing(Worker &w, const std::string &ctx, const Routing &r) {
          put(w, ctx, w.d_ids, r.ids.data(), r.ids.size() * 4) && put(w, ctx, w.d_stats, r.stats, 8);
 }
 
+// Points a call's routing fields at the worker's device copies of `r`;
+// `ids` is the call's id array (expert_ids or adapter_ids).
+template <typename Args>
+void route_on_device(Args &x, const int32_t *Args::*ids, const Worker &w, const Routing &r) {
+  x.a_offsets = w.d_offsets.as<uint32_t>();
+  x.*ids = w.d_ids.as<int32_t>();
+  x.expert_usage_stats = w.d_stats.as<uint32_t>();
+  x.num_groups = r.groups();
+  x.max_rows_per_group = r.max_rows_arg;
+}
+
+// The same routing fields on the host, for the reference.
+template <typename Args>
+void route_on_host(Args &h, const int32_t *Args::*ids, const Routing &r) {
+  h.a_offsets = r.offsets.data();
+  h.*ids = r.ids.data();
+  h.expert_usage_stats = r.stats;
+}
+
 ggemm_dtype random_operand(Rng &rng) { return rng.uniform_int(0, 1) ? kBf16 : kFp16; }
 ggemm_dtype random_output(Rng &rng) {
   const int64_t i = rng.uniform_int(0, 2);
@@ -286,11 +297,7 @@ bool run_grouped(Worker &w, Rng &rng, const std::string &where) {
   x.m = m, x.n = n, x.k = k, x.num_experts = E;
   x.a = w.slot[0].get(), x.b = w.slot[1].get(), x.c = w.slot[2].get();
   x.transpose_b = tb ? 1 : 0;
-  x.a_offsets = w.d_offsets.as<uint32_t>();
-  x.expert_ids = w.d_ids.as<int32_t>();
-  x.expert_usage_stats = w.d_stats.as<uint32_t>();
-  x.num_groups = r.groups();
-  x.max_rows_per_group = r.max_rows_arg;
+  route_on_device(x, &ggemm_grouped_matmul_args::expert_ids, w, r);
   x.a_plane_split0 = s0, x.a_plane_split1 = s1;
   x.epilogue = ep;
   x.row_scale = w.slot[3].as<float>();
@@ -304,7 +311,7 @@ bool run_grouped(Worker &w, Rng &rng, const std::string &where) {
   Bytes want = c;
   ggemm_grouped_matmul_args h = x;
   h.a = a.data(), h.b = b.data(), h.c = want.data();
-  h.a_offsets = r.offsets.data(), h.expert_ids = r.ids.data(), h.expert_usage_stats = r.stats;
+  route_on_host(h, &ggemm_grouped_matmul_args::expert_ids, r);
   h.row_scale = reinterpret_cast<const float *>(scale.data());
   ref::grouped_matmul(h, w.ref_threads);
 
@@ -349,11 +356,7 @@ bool run_shrink(Worker &w, Rng &rng, const std::string &where) {
   s.x_dtype = in, s.p_dtype = pt;
   s.m = m, s.k = k, s.rank = R, s.num_adapters = G;
   s.x = w.slot[0].get(), s.lora_a = w.slot[1].get(), s.p = w.slot[2].get();
-  s.a_offsets = w.d_offsets.as<uint32_t>();
-  s.adapter_ids = w.d_ids.as<int32_t>();
-  s.expert_usage_stats = w.d_stats.as<uint32_t>();
-  s.num_groups = r.groups();
-  s.max_rows_per_group = r.max_rows_arg;
+  route_on_device(s, &ggemm_lora_shrink_qkv_args::adapter_ids, w, r);
   s.scale = scale;
   s.accumulate = acc ? 1 : 0;
   s.config = nullptr;
@@ -366,7 +369,7 @@ bool run_shrink(Worker &w, Rng &rng, const std::string &where) {
   Bytes want = p;
   ggemm_lora_shrink_qkv_args h = s;
   h.x = x.data(), h.lora_a = a.data(), h.p = want.data();
-  h.a_offsets = r.offsets.data(), h.adapter_ids = r.ids.data(), h.expert_usage_stats = r.stats;
+  route_on_host(h, &ggemm_lora_shrink_qkv_args::adapter_ids, r);
   ref::lora_shrink_qkv(h, w.ref_threads);
 
   W_CHECK(w, ctx, "P", compare_matrix(pt, want.data(), got.data(), 3 * m, R, lora_atol(pt, k, scale), default_rtol(pt)));
@@ -416,11 +419,7 @@ bool run_expand(Worker &w, Rng &rng, const std::string &where) {
   e.p_dtype = pt, e.out_dtype = out;
   e.m = m, e.rank = R, e.q_dim = Q, e.kv_dim = KV, e.num_adapters = G;
   e.p = w.slot[0].get(), e.lora_b = w.slot[1].get(), e.q_out = w.slot[2].get(), e.kv_out = w.slot[3].get();
-  e.a_offsets = w.d_offsets.as<uint32_t>();
-  e.adapter_ids = w.d_ids.as<int32_t>();
-  e.expert_usage_stats = w.d_stats.as<uint32_t>();
-  e.num_groups = r.groups();
-  e.max_rows_per_group = r.max_rows_arg;
+  route_on_device(e, &ggemm_lora_expand_qkv_args::adapter_ids, w, r);
   e.scale = scale;
   e.accumulate = acc ? 1 : 0;
   e.config = nullptr;
@@ -433,7 +432,7 @@ bool run_expand(Worker &w, Rng &rng, const std::string &where) {
   Bytes want_q = q, want_kv = kv;
   ggemm_lora_expand_qkv_args h = e;
   h.p = p.data(), h.lora_b = b.data(), h.q_out = want_q.data(), h.kv_out = want_kv.data();
-  h.a_offsets = r.offsets.data(), h.adapter_ids = r.ids.data(), h.expert_usage_stats = r.stats;
+  route_on_host(h, &ggemm_lora_expand_qkv_args::adapter_ids, r);
   ref::lora_expand_qkv(h, w.ref_threads);
 
   const double atol = lora_atol(out, R, scale), rtol = default_rtol(out);

@@ -15,26 +15,17 @@
 #include "ggemm_reference.h"
 #include "test_util.h"
 
+namespace ggemm::testing {
 namespace {
 
-using ggemm::ref::bf16_to_float;
-using ggemm::ref::dtype_size;
-using ggemm::ref::float_to_bf16;
-using ggemm::ref::float_to_fp16;
-using ggemm::ref::fp16_to_float;
-using ggemm::ref::load_as_float;
-using ggemm::ref::round_to_dtype;
-using ggemm::ref::store_from_float;
-using ggemm::testing::compare_matrix;
-using ggemm::testing::default_atol;
-using ggemm::testing::default_rtol;
-using ggemm::testing::fill_random;
-using ggemm::testing::poison;
-using ggemm::testing::Rng;
-
-constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
-constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
-constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
+using ref::bf16_to_float;
+using ref::dtype_size;
+using ref::float_to_bf16;
+using ref::float_to_fp16;
+using ref::fp16_to_float;
+using ref::load_as_float;
+using ref::round_to_dtype;
+using ref::store_from_float;
 
 float from_bits(uint32_t u) {
   float f;
@@ -202,49 +193,30 @@ struct HandCase {
   std::vector<float> row_scale;
   std::vector<float> c_init;
 
-  std::vector<unsigned char> a_mem, b_mem, c_mem;
+  Bytes a_mem, b_mem, c_mem;
   uint32_t stats[2] = {0, 0};
 
-  static std::vector<unsigned char> pack(ggemm_dtype dt, const std::vector<float>& v) {
-    std::vector<unsigned char> mem(v.size() * dtype_size(dt));
-    for (size_t i = 0; i < v.size(); ++i) {
-      EXPECT_EQ(round_to_dtype(dt, v[i]), v[i]) << "test value " << v[i] << " is not exact";
-      store_from_float(dt, mem.data(), i, v[i]);
-    }
-    return mem;
-  }
-
   void run(unsigned threads = 0) {
-    a_mem = pack(in, a);
-    b_mem = pack(in, b);
+    a_mem = pack_exact(in, a);
+    b_mem = pack_exact(in, b);
     if (c_init.empty()) {
-      c_mem.assign(static_cast<size_t>(m * n) * dtype_size(out), 0);
-      poison(c_mem.data(), c_mem.size());
+      c_mem = poisoned_bytes(out, static_cast<size_t>(m * n));
     } else {
       ASSERT_EQ(c_init.size(), static_cast<size_t>(m * n));
-      c_mem = pack(out, c_init);
+      c_mem = pack_exact(out, c_init);
     }
     stats[0] = 0;
     stats[1] = active;
     ggemm_grouped_matmul_args args{};
     args.struct_size = sizeof args;
-    args.a_dtype = in;
-    args.b_dtype = in;
+    args.a_dtype = args.b_dtype = in;
     args.c_dtype = out;
-    args.m = m;
-    args.n = n;
-    args.k = k;
-    args.num_experts = e;
-    args.a = a_mem.data();
-    args.b = b_mem.data();
-    args.c = c_mem.data();
+    args.m = m, args.n = n, args.k = k, args.num_experts = e;
+    args.a = a_mem.data(), args.b = b_mem.data(), args.c = c_mem.data();
     args.transpose_b = transpose_b ? 1 : 0;
-    args.a_offsets = offsets.data();
-    args.expert_ids = ids.data();
-    args.expert_usage_stats = stats;
+    args.a_offsets = offsets.data(), args.expert_ids = ids.data(), args.expert_usage_stats = stats;
     args.num_groups = static_cast<int64_t>(ids.size());
-    args.a_plane_split0 = split0;
-    args.a_plane_split1 = split1;
+    args.a_plane_split0 = split0, args.a_plane_split1 = split1;
     args.epilogue = epilogue;
     args.row_scale = row_scale.empty() ? nullptr : row_scale.data();
     ASSERT_EQ(offsets.size(), ids.size() + 1);
@@ -254,27 +226,12 @@ struct HandCase {
   float c(int64_t r, int64_t col) const {
     return load_as_float(out, c_mem.data(), static_cast<size_t>(r * n + col));
   }
-  uint32_t c_bits(int64_t r, int64_t col) const {
-    const size_t idx = static_cast<size_t>(r * n + col);
-    if (dtype_size(out) == 2) {
-      uint16_t h;
-      std::memcpy(&h, c_mem.data() + idx * 2, 2);
-      return h;
-    }
-    return to_bits(load_as_float(out, c_mem.data(), idx));
-  }
-  bool poisoned(int64_t r, int64_t col) const {
-    return c_bits(r, col) == (dtype_size(out) == 2 ? 0xFFFFu : 0xFFFFFFFFu);
-  }
+  uint32_t c_bits(int64_t r, int64_t col) const { return bits_at(out, c_mem, static_cast<size_t>(r * n + col)); }
+  bool poisoned(int64_t r, int64_t col) const { return is_poison(out, c_mem, static_cast<size_t>(r * n + col)); }
   void expect_row(int64_t r, const std::vector<float>& want) const {
-    ASSERT_EQ(want.size(), static_cast<size_t>(n));
-    for (int64_t col = 0; col < n; ++col)
-      EXPECT_EQ(c(r, col), want[static_cast<size_t>(col)]) << "C[" << r << ", " << col << "]";
+    testing::expect_row(out, c_mem, n, r, want, "C");
   }
-  void expect_row_poisoned(int64_t r) const {
-    for (int64_t col = 0; col < n; ++col)
-      EXPECT_TRUE(poisoned(r, col)) << "C[" << r << ", " << col << "] was written";
-  }
+  void expect_row_poisoned(int64_t r) const { testing::expect_row_poisoned(out, c_mem, n, r, "C"); }
 };
 
 // Two groups on two experts. W[0] = [[1,0],[0,1],[1,1]], W[1] = [[2,-1],[-1,3],[.5,.25]]
@@ -537,32 +494,28 @@ TEST(ReferenceGroupedMatmul, AccumulateAddsOnceRoundingOnce) {
 }
 
 TEST(ReferenceGroupedMatmul, OutputRoundsTiesToEven) {
-  // n0 = a0 + a1, n1 = a0 + 3 a1; A = [X, 1] puts both results on ties.
-  {
+  // n0 = a0 + a1, n1 = a0 + 3 a1; A = [X, 1] puts both results on ties,
+  // the first rounding down to even, the second up.
+  struct Tie {
+    const char *name;
+    ggemm_dtype out;
+    float x;
+    uint32_t n0_bits, n1_bits;
+  };
+  for (const Tie tie : {Tie{"fp16", kFp16, 2048, 0x6800u, 0x6802u},   // 2049 -> 2048, 2051 -> 2052
+                        Tie{"bf16", kBf16, 256, 0x4380u, 0x4382u}}) {  // 257 -> 256, 259 -> 260
+    SCOPED_TRACE(tie.name);
     HandCase t;
-    t.out = kFp16;
+    t.out = tie.out;
     t.m = 1, t.n = 2, t.k = 2, t.e = 1;
-    t.a = {2048, 1};
+    t.a = {tie.x, 1};
     t.b = {1, 1, 1, 3};
     t.offsets = {0, 1};
     t.ids = {0};
     t.active = 1;
     t.run();
-    EXPECT_EQ(t.c_bits(0, 0), 0x6800u);  // 2049 -> 2048
-    EXPECT_EQ(t.c_bits(0, 1), 0x6802u);  // 2051 -> 2052
-  }
-  {
-    HandCase t;
-    t.out = kBf16;
-    t.m = 1, t.n = 2, t.k = 2, t.e = 1;
-    t.a = {256, 1};
-    t.b = {1, 1, 1, 3};
-    t.offsets = {0, 1};
-    t.ids = {0};
-    t.active = 1;
-    t.run();
-    EXPECT_EQ(t.c_bits(0, 0), 0x4380u);  // 257 -> 256
-    EXPECT_EQ(t.c_bits(0, 1), 0x4382u);  // 259 -> 260
+    EXPECT_EQ(t.c_bits(0, 0), tie.n0_bits);
+    EXPECT_EQ(t.c_bits(0, 1), tie.n1_bits);
   }
 }
 
@@ -608,7 +561,7 @@ void naive_grouped_matmul(const ggemm_grouped_matmul_args& p) {
 // A random problem covering every knob of the contract.
 struct RandomCase {
   ggemm_grouped_matmul_args args{};
-  std::vector<unsigned char> a, b, c_init;
+  Bytes a, b, c_init;
   std::vector<uint32_t> offsets;
   std::vector<int32_t> ids;
   std::vector<float> scale;
@@ -647,7 +600,7 @@ struct RandomCase {
     const bool tb = rng.uniform_int(0, 1) != 0;
     const ggemm_epilogue ep = static_cast<ggemm_epilogue>(rng.uniform_int(0, 2));
 
-    auto fill = [&](ggemm_dtype dt, std::vector<unsigned char>& mem, size_t count) {
+    auto fill = [&](ggemm_dtype dt, Bytes& mem, size_t count) {
       mem.assign(count * dtype_size(dt), 0);
       if (exact_values)
         for (size_t i = 0; i < count; ++i)
@@ -657,39 +610,29 @@ struct RandomCase {
     };
     fill(in, a, static_cast<size_t>(a_rows * K));
     fill(in, b, static_cast<size_t>(E * N * K));
-    if (ep == GGEMM_EPILOGUE_ACCUMULATE) {
+    if (ep == GGEMM_EPILOGUE_ACCUMULATE)
       fill(out, c_init, static_cast<size_t>(M * N));
-    } else {
-      c_init.assign(static_cast<size_t>(M * N) * dtype_size(out), 0);
-      poison(c_init.data(), c_init.size());
-    }
+    else
+      c_init = poisoned_bytes(out, static_cast<size_t>(M * N));
     scale.resize(static_cast<size_t>(M));
     for (float& s : scale)
       s = exact_values ? static_cast<float>(rng.uniform_int(-8, 8)) / 4 : rng.uniform(-1.0f, 1.0f);
 
     args.struct_size = sizeof args;
-    args.a_dtype = in;
-    args.b_dtype = in;
+    args.a_dtype = args.b_dtype = in;
     args.c_dtype = out;
-    args.m = M;
-    args.n = N;
-    args.k = K;
-    args.num_experts = E;
-    args.a = a.data();
-    args.b = b.data();
+    args.m = M, args.n = N, args.k = K, args.num_experts = E;
+    args.a = a.data(), args.b = b.data();  // C: each run's own copy of c_init
     args.transpose_b = tb;
-    args.a_offsets = offsets.data();
-    args.expert_ids = ids.data();
-    args.expert_usage_stats = stats;
+    args.a_offsets = offsets.data(), args.expert_ids = ids.data(), args.expert_usage_stats = stats;
     args.num_groups = G;
-    args.a_plane_split0 = s0;
-    args.a_plane_split1 = s1;
+    args.a_plane_split0 = s0, args.a_plane_split1 = s1;
     args.epilogue = ep;
     args.row_scale = scale.data();
   }
 
-  std::vector<unsigned char> run(bool naive, unsigned threads = 0) const {
-    std::vector<unsigned char> c = c_init;
+  Bytes run(bool naive, unsigned threads = 0) const {
+    Bytes c = c_init;
     ggemm_grouped_matmul_args p = args;
     p.c = c.data();
     if (naive)
@@ -714,9 +657,9 @@ TEST(ReferenceGroupedMatmul, ThreadedMatchesNaiveExactly) {
   for (int iter = 0; iter < 60; ++iter) {
     const RandomCase rc(rng, /*exact_values=*/true);
     SCOPED_TRACE(rc.describe());
-    const std::vector<unsigned char> want = rc.run(true);
+    const Bytes want = rc.run(true);
     for (unsigned threads : {1u, 3u, 0u}) {
-      const std::vector<unsigned char> got = rc.run(false, threads);
+      const Bytes got = rc.run(false, threads);
       // Bitwise: poisoned rows must stay poisoned, every sum is exact.
       ASSERT_TRUE(want == got) << "threads " << threads << "\n"
                                << compare_matrix(rc.args.c_dtype, want.data(), got.data(), rc.args.m,
@@ -731,9 +674,9 @@ TEST(ReferenceGroupedMatmul, ThreadedMatchesNaiveWithinTolerance) {
   for (int iter = 0; iter < 30; ++iter) {
     const RandomCase rc(rng, /*exact_values=*/false);
     SCOPED_TRACE(rc.describe());
-    const std::vector<unsigned char> want = rc.run(true);
-    const std::vector<unsigned char> got1 = rc.run(false, 1);
-    const std::vector<unsigned char> got5 = rc.run(false, 5);
+    const Bytes want = rc.run(true);
+    const Bytes got1 = rc.run(false, 1);
+    const Bytes got5 = rc.run(false, 5);
     EXPECT_TRUE(got1 == got5) << "the result depends on the thread count";
     // ACCUMULATE: C_old and the result may cancel, so the result's own
     // rounding (up to rtol * |result|, |result| <= K) is not within rtol * |ref|.
@@ -778,7 +721,7 @@ TEST(TestUtil, CompareMatrixPoisonMustStayUntouched) {
 TEST(TestUtil, FillRandomIsRepresentableAndNonZero) {
   Rng rng(3);
   for (ggemm_dtype dt : {kBf16, kFp16, kFp32}) {
-    std::vector<unsigned char> mem(1000 * dtype_size(dt));
+    Bytes mem(1000 * dtype_size(dt));
     fill_random(dt, mem.data(), 1000, rng, -3.0f, 2.0f);
     bool nonzero = false;
     for (size_t i = 0; i < 1000; ++i) {
@@ -803,7 +746,7 @@ TEST(TestUtil, DefaultTolerancesRejectAMissingKBlock) {
   Rng rng(11);
   const int64_t M = 64, N = 64, K = 1024;
   for (ggemm_dtype out : {kBf16, kFp16, kFp32}) {
-    std::vector<unsigned char> a(static_cast<size_t>(M * K) * 2), b(static_cast<size_t>(N * K) * 2);
+    Bytes a(static_cast<size_t>(M * K) * 2), b(static_cast<size_t>(N * K) * 2);
     fill_random(kBf16, a.data(), static_cast<size_t>(M * K), rng);
     fill_random(kBf16, b.data(), static_cast<size_t>(N * K), rng);
     std::vector<uint32_t> offsets = {0, static_cast<uint32_t>(M)};
@@ -819,8 +762,8 @@ TEST(TestUtil, DefaultTolerancesRejectAMissingKBlock) {
     p.num_groups = 1;
     p.epilogue = GGEMM_EPILOGUE_STORE;
 
-    std::vector<unsigned char> want(static_cast<size_t>(M * N) * dtype_size(out));
-    std::vector<unsigned char> reordered(want.size()), broken(want.size());
+    Bytes want(static_cast<size_t>(M * N) * dtype_size(out));
+    Bytes reordered(want.size()), broken(want.size());
     p.c = want.data();
     ggemm::ref::grouped_matmul(p);
     p.c = reordered.data();
@@ -842,3 +785,4 @@ TEST(TestUtil, DefaultTolerancesRejectAMissingKBlock) {
 }
 
 }  // namespace
+}  // namespace ggemm::testing

@@ -16,67 +16,13 @@
 #include "ggemm_reference.h"
 #include "test_util.h"
 
+namespace ggemm::testing {
 namespace {
 
-using ggemm::ref::dtype_size;
-using ggemm::ref::load_as_float;
-using ggemm::ref::round_to_dtype;
-using ggemm::ref::store_from_float;
-using ggemm::testing::compare_matrix;
-using ggemm::testing::fill_random;
-using ggemm::testing::poison;
-using ggemm::testing::Rng;
-
-constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
-constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
-constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
-
-using Bytes = std::vector<unsigned char>;
-
-Bytes pack(ggemm_dtype dt, const std::vector<float>& v) {
-  Bytes mem(v.size() * dtype_size(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    EXPECT_EQ(round_to_dtype(dt, v[i]), v[i]) << "test value " << v[i] << " is not exact";
-    store_from_float(dt, mem.data(), i, v[i]);
-  }
-  return mem;
-}
-
-Bytes poisoned(ggemm_dtype dt, size_t count) {
-  Bytes mem(count * dtype_size(dt));
-  poison(mem.data(), mem.size());
-  return mem;
-}
-
-uint32_t bits_at(ggemm_dtype dt, const Bytes& mem, size_t idx) {
-  if (dtype_size(dt) == 2) {
-    uint16_t h;
-    std::memcpy(&h, mem.data() + idx * 2, 2);
-    return h;
-  }
-  uint32_t u;
-  std::memcpy(&u, mem.data() + idx * 4, 4);
-  return u;
-}
-
-bool is_poison(ggemm_dtype dt, const Bytes& mem, size_t idx) {
-  return bits_at(dt, mem, idx) == (dtype_size(dt) == 2 ? 0xFFFFu : 0xFFFFFFFFu);
-}
-
-// Row `row` of a row-major [*, cols] matrix equals `want` exactly.
-void expect_row(ggemm_dtype dt, const Bytes& mem, int64_t cols, int64_t row, const std::vector<float>& want,
-                const char* what) {
-  ASSERT_EQ(want.size(), static_cast<size_t>(cols));
-  for (int64_t c = 0; c < cols; ++c)
-    EXPECT_EQ(load_as_float(dt, mem.data(), static_cast<size_t>(row * cols + c)), want[static_cast<size_t>(c)])
-        << what << "[" << row << ", " << c << "]";
-}
-
-void expect_row_poisoned(ggemm_dtype dt, const Bytes& mem, int64_t cols, int64_t row, const char* what) {
-  for (int64_t c = 0; c < cols; ++c)
-    EXPECT_TRUE(is_poison(dt, mem, static_cast<size_t>(row * cols + c))) << what << "[" << row << ", " << c
-                                                                         << "] was written";
-}
+using ref::dtype_size;
+using ref::load_as_float;
+using ref::round_to_dtype;
+using ref::store_from_float;
 
 // ------------------------------------------------------------- shrink ------
 
@@ -96,35 +42,26 @@ struct ShrinkHand {
   uint32_t stats[2] = {0, 0};
 
   void run(unsigned threads = 0) {
-    x_mem = pack(in, x);
-    a_mem = pack(in, a);
+    x_mem = pack_exact(in, x);
+    a_mem = pack_exact(in, a);
     ASSERT_EQ(x.size(), static_cast<size_t>(m * k));
     ASSERT_EQ(a.size(), static_cast<size_t>(adapters * 3 * rank * k));
     ASSERT_EQ(offsets.size(), ids.size() + 1);
     if (p_init.empty()) {
-      p = poisoned(out, static_cast<size_t>(3 * m * rank));
+      p = poisoned_bytes(out, static_cast<size_t>(3 * m * rank));
     } else {
       ASSERT_EQ(p_init.size(), static_cast<size_t>(3 * m * rank));
-      p = pack(out, p_init);
+      p = pack_exact(out, p_init);
     }
     stats[1] = active;
     ggemm_lora_shrink_qkv_args args{};
     args.struct_size = sizeof args;
-    args.x_dtype = in;
-    args.p_dtype = out;
-    args.m = m;
-    args.k = k;
-    args.rank = rank;
-    args.num_adapters = adapters;
-    args.x = x_mem.data();
-    args.lora_a = a_mem.data();
-    args.p = p.data();
-    args.a_offsets = offsets.data();
-    args.adapter_ids = ids.data();
-    args.expert_usage_stats = stats;
+    args.x_dtype = in, args.p_dtype = out;
+    args.m = m, args.k = k, args.rank = rank, args.num_adapters = adapters;
+    args.x = x_mem.data(), args.lora_a = a_mem.data(), args.p = p.data();
+    args.a_offsets = offsets.data(), args.adapter_ids = ids.data(), args.expert_usage_stats = stats;
     args.num_groups = static_cast<int64_t>(ids.size());
-    args.scale = scale;
-    args.accumulate = accumulate ? 1 : 0;
+    args.scale = scale, args.accumulate = accumulate ? 1 : 0;
     ggemm::ref::lora_shrink_qkv(args, threads);
   }
   // P[plane][row][:] as a [3M, R] matrix row.
@@ -322,30 +259,19 @@ struct ExpandHand {
     ASSERT_EQ(p.size(), static_cast<size_t>(3 * m * rank));
     ASSERT_EQ(b.size(), static_cast<size_t>(adapters * (q + 2 * kv) * rank));
     ASSERT_EQ(offsets.size(), ids.size() + 1);
-    p_mem = pack(in, p);
-    b_mem = pack(in, b);
-    q_out = q_init.empty() ? poisoned(out, static_cast<size_t>(m * q)) : pack(out, q_init);
-    kv_out = kv_init.empty() ? poisoned(out, static_cast<size_t>(2 * m * kv)) : pack(out, kv_init);
+    p_mem = pack_exact(in, p);
+    b_mem = pack_exact(in, b);
+    q_out = q_init.empty() ? poisoned_bytes(out, static_cast<size_t>(m * q)) : pack_exact(out, q_init);
+    kv_out = kv_init.empty() ? poisoned_bytes(out, static_cast<size_t>(2 * m * kv)) : pack_exact(out, kv_init);
     stats[1] = active;
     ggemm_lora_expand_qkv_args args{};
     args.struct_size = sizeof args;
-    args.p_dtype = in;
-    args.out_dtype = out;
-    args.m = m;
-    args.rank = rank;
-    args.q_dim = q;
-    args.kv_dim = kv;
-    args.num_adapters = adapters;
-    args.p = p_mem.data();
-    args.lora_b = b_mem.data();
-    args.q_out = q_out.data();
-    args.kv_out = kv_out.data();
-    args.a_offsets = offsets.data();
-    args.adapter_ids = ids.data();
-    args.expert_usage_stats = stats;
+    args.p_dtype = in, args.out_dtype = out;
+    args.m = m, args.rank = rank, args.q_dim = q, args.kv_dim = kv, args.num_adapters = adapters;
+    args.p = p_mem.data(), args.lora_b = b_mem.data(), args.q_out = q_out.data(), args.kv_out = kv_out.data();
+    args.a_offsets = offsets.data(), args.adapter_ids = ids.data(), args.expert_usage_stats = stats;
     args.num_groups = static_cast<int64_t>(ids.size());
-    args.scale = scale;
-    args.accumulate = accumulate ? 1 : 0;
+    args.scale = scale, args.accumulate = accumulate ? 1 : 0;
     ggemm::ref::lora_expand_qkv(args, threads);
   }
   void expect_q(int64_t row, const std::vector<float>& want) const { expect_row(out, q_out, q, row, want, "q_out"); }
@@ -612,6 +538,15 @@ struct RandomGroups {
     for (int32_t& id : ids) id = static_cast<int32_t>(rng.uniform_int(-1, G));
     stats[1] = static_cast<uint32_t>(rng.uniform_int(0, groups + 2));
   }
+
+  // Points a LoRA call's routing fields at these groups.
+  template <typename LoraArgs>
+  void route(LoraArgs& args) const {
+    args.a_offsets = offsets.data();
+    args.adapter_ids = ids.data();
+    args.expert_usage_stats = stats;
+    args.num_groups = static_cast<int64_t>(ids.size());
+  }
 };
 
 // exact: operands are multiples of 1/4 in [-2, 2] and the scale a power of
@@ -644,21 +579,15 @@ struct RandomShrink {
     const bool acc = rng.uniform_int(0, 1) != 0;
     fill_values(rng, exact, in, x, static_cast<size_t>(M * K));
     fill_values(rng, exact, in, a, static_cast<size_t>(G * 3 * R * K));
-    if (acc) {
+    if (acc)
       fill_values(rng, exact, out, p_init, static_cast<size_t>(3 * M * R));
-    } else {
-      p_init.assign(static_cast<size_t>(3 * M * R) * dtype_size(out), 0);
-      poison(p_init.data(), p_init.size());
-    }
+    else
+      p_init = poisoned_bytes(out, static_cast<size_t>(3 * M * R));
     args.struct_size = sizeof args;
-    args.x_dtype = in;
-    args.p_dtype = out;
+    args.x_dtype = in, args.p_dtype = out;
     args.m = M, args.k = K, args.rank = R, args.num_adapters = G;
-    args.x = x.data(), args.lora_a = a.data();
-    args.a_offsets = groups.offsets.data();
-    args.adapter_ids = groups.ids.data();
-    args.expert_usage_stats = groups.stats;
-    args.num_groups = static_cast<int64_t>(groups.ids.size());
+    args.x = x.data(), args.lora_a = a.data();  // P: each run's own copy of p_init
+    groups.route(args);
     args.scale = random_scale(rng, exact);
     args.accumulate = acc;
   }
@@ -700,20 +629,14 @@ struct RandomExpand {
       fill_values(rng, exact, out, q_init, static_cast<size_t>(M * Q));
       fill_values(rng, exact, out, kv_init, static_cast<size_t>(2 * M * KV));
     } else {
-      q_init.assign(static_cast<size_t>(M * Q) * dtype_size(out), 0);
-      kv_init.assign(static_cast<size_t>(2 * M * KV) * dtype_size(out), 0);
-      poison(q_init.data(), q_init.size());
-      poison(kv_init.data(), kv_init.size());
+      q_init = poisoned_bytes(out, static_cast<size_t>(M * Q));
+      kv_init = poisoned_bytes(out, static_cast<size_t>(2 * M * KV));
     }
     args.struct_size = sizeof args;
-    args.p_dtype = in;
-    args.out_dtype = out;
+    args.p_dtype = in, args.out_dtype = out;
     args.m = M, args.rank = R, args.q_dim = Q, args.kv_dim = KV, args.num_adapters = G;
-    args.p = p.data(), args.lora_b = b.data();
-    args.a_offsets = groups.offsets.data();
-    args.adapter_ids = groups.ids.data();
-    args.expert_usage_stats = groups.stats;
-    args.num_groups = static_cast<int64_t>(groups.ids.size());
+    args.p = p.data(), args.lora_b = b.data();  // the outputs: each run's own copies
+    groups.route(args);
     args.scale = random_scale(rng, exact);
     args.accumulate = acc;
   }
@@ -889,3 +812,4 @@ TEST(ReferenceLora, AgreesWithGroupedMatmulReference) {
 }
 
 }  // namespace
+}  // namespace ggemm::testing

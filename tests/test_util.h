@@ -10,12 +10,31 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "dtype.h"
 #include "ggemm.h"
 
 namespace ggemm::testing {
+
+constexpr ggemm_dtype kBf16 = GGEMM_DTYPE_BF16;
+constexpr ggemm_dtype kFp16 = GGEMM_DTYPE_FP16;
+constexpr ggemm_dtype kFp32 = GGEMM_DTYPE_FP32;
+
+// Raw elements of a host matrix, as the reference reads and writes them.
+using Bytes = std::vector<uint8_t>;
+
+inline size_t esize(ggemm_dtype t) { return ref::dtype_size(t); }
+
+// The test-name generator for INSTANTIATE_TEST_SUITE_P over cases that carry
+// their own `name`, so that a failure names the case.
+struct CaseName {
+  template <typename Info>
+  std::string operator()(const Info &info) const {
+    return info.param.name;
+  }
+};
 
 // Seeded random source; fixed seeds make a failure reproducible.
 struct Rng {
@@ -50,13 +69,67 @@ inline void poison(void* host, size_t bytes) {
   if (bytes > 0) std::memset(host, 0xFF, bytes);  // host may be null when empty
 }
 
+// `v` stored in `dt`. Hand-computed cases state values the dtype holds
+// exactly; one that it does not fails the test, naming the value.
+inline Bytes pack_exact(ggemm_dtype dt, const std::vector<float> &v) {
+  Bytes mem(v.size() * esize(dt));
+  for (size_t i = 0; i < v.size(); ++i) {
+    EXPECT_EQ(ref::round_to_dtype(dt, v[i]), v[i]) << "test value " << v[i] << " is not exact";
+    ref::store_from_float(dt, mem.data(), i, v[i]);
+  }
+  return mem;
+}
+
+// `count` poisoned elements of `dt` (see poison()).
+inline Bytes poisoned_bytes(ggemm_dtype dt, size_t count) {
+  Bytes mem(count * esize(dt));
+  poison(mem.data(), mem.size());
+  return mem;
+}
+
+// The bits of element `idx` of `dt`.
+inline uint32_t bits_at(ggemm_dtype dt, const Bytes &mem, size_t idx) {
+  if (esize(dt) == 2) {
+    uint16_t h;
+    std::memcpy(&h, mem.data() + idx * 2, 2);
+    return h;
+  }
+  uint32_t u;
+  std::memcpy(&u, mem.data() + idx * 4, 4);
+  return u;
+}
+
+// Element `idx` still holds poison: nothing wrote it.
+inline bool is_poison(ggemm_dtype dt, const Bytes &mem, size_t idx) {
+  return bits_at(dt, mem, idx) == (esize(dt) == 2 ? 0xFFFFu : 0xFFFFFFFFu);
+}
+
+// Row `row` of a row-major [*, cols] matrix `what` equals `want` exactly.
+inline void expect_row(ggemm_dtype dt, const Bytes &mem, int64_t cols, int64_t row, const std::vector<float> &want,
+                       const char *what) {
+  ASSERT_EQ(want.size(), static_cast<size_t>(cols));
+  for (int64_t c = 0; c < cols; ++c)
+    EXPECT_EQ(ref::load_as_float(dt, mem.data(), static_cast<size_t>(row * cols + c)), want[static_cast<size_t>(c)])
+        << what << "[" << row << ", " << c << "]";
+}
+
+// No element of row `row` of `what` was written.
+inline void expect_row_poisoned(ggemm_dtype dt, const Bytes &mem, int64_t cols, int64_t row, const char *what) {
+  for (int64_t c = 0; c < cols; ++c)
+    EXPECT_TRUE(is_poison(dt, mem, static_cast<size_t>(row * cols + c)))
+        << what << "[" << row << ", " << c << "] was written";
+}
+
 // Compares two row-major [rows, cols] matrices of `dtype`. Element (r, c)
-// passes iff |exp - act| <= atol + rtol * |exp| (equal infinities pass);
-// where `expected` is NaN (poison: the element must not have been written),
-// `actual` must be bitwise identical to it.
+// passes iff |exp - act| <= atol + rtol * |exp| (equal infinities pass),
+// plus extra_atol[r * cols + c] when a per-element addition is given (fp32,
+// [rows, cols]: a bound that varies by element); where `expected` is NaN
+// (poison: the element must not have been written), `actual` must be bitwise
+// identical to it.
 inline ::testing::AssertionResult compare_matrix(ggemm_dtype dtype, const void* expected,
                                                  const void* actual, int64_t rows, int64_t cols,
-                                                 double atol, double rtol, int max_report = 10) {
+                                                 double atol, double rtol, int max_report = 10,
+                                                 const float* extra_atol = nullptr) {
   const size_t esize = ref::dtype_size(dtype);
   const unsigned char* exp_bytes = static_cast<const unsigned char*>(expected);
   const unsigned char* act_bytes = static_cast<const unsigned char*>(actual);
@@ -87,7 +160,7 @@ inline ::testing::AssertionResult compare_matrix(ggemm_dtype dtype, const void* 
       if (std::isnan(e)) {
         ok = std::memcmp(exp_bytes + idx * esize, act_bytes + idx * esize, esize) == 0;
       } else {
-        tol = atol + rtol * std::fabs(e);
+        tol = atol + rtol * std::fabs(e) + (extra_atol ? extra_atol[idx] : 0.0);
         ok = e == a || std::fabs(e - a) <= tol;  // NaN actual fails both tests
       }
       if (ok) continue;
@@ -106,7 +179,7 @@ inline ::testing::AssertionResult compare_matrix(ggemm_dtype dtype, const void* 
   if (mismatches == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << mismatches << " of " << rows * cols << " elements mismatch ([" << rows << ", " << cols
-         << "], atol " << atol << ", rtol " << rtol << "); first " << std::min<int64_t>(mismatches, max_report)
+         << "], atol " << atol << (extra_atol ? " + per element" : "") << ", rtol " << rtol << "); first " << std::min<int64_t>(mismatches, max_report)
          << ":" << report.str();
 }
 

@@ -30,22 +30,15 @@ ggemm's output does not match.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+# Finds a checkout's package and build/libggemm.so when ggemm is not installed;
+# also holds the GPU checks, timing and comparison both examples use.
+import example_common
+from example_common import cuda_ms, open_gpu
 
-try:
-    import ggemm
-except ImportError:  # run from a checkout without installing the package
-    sys.path.insert(0, os.path.join(REPO, "python"))
-    import ggemm
-
-# Without GGEMM_LIBRARY, a checkout's build/libggemm.so is used when there is one.
-if not os.environ.get("GGEMM_LIBRARY") and os.path.exists(os.path.join(REPO, "build", "libggemm.so")):
-    os.environ["GGEMM_LIBRARY"] = os.path.join(REPO, "build", "libggemm.so")
+import ggemm
 
 
 # ---- the batch ----------------------------------------------------------------
@@ -166,15 +159,8 @@ def qkv_reference(torch, x, w, batch):
 
 
 def compare(torch, name, out, ref):
-    """Relative Frobenius error and max abs error, with a pass/fail against bf16-sized bounds."""
-    diff = out.float() - ref.float()
-    rel = (diff.norm() / ref.float().norm().clamp_min(1e-30)).item()
-    max_abs = diff.abs().max().item()
-    scale = ref.float().abs().max().item()
-    ok = bool(torch.isfinite(out.float()).all().item()) and rel < 1e-2 and max_abs <= 5e-2 * max(scale, 1e-30)
-    print(f"  {name:<26} rel. error {rel:.2e}   max abs error {max_abs:.2e} (max |ref| {scale:.2e})   "
-          f"{'OK' if ok else 'MISMATCH'}")
-    return ok
+    """example_common.compare with this example's wider name column."""
+    return example_common.compare(torch, name, out, ref, width=26)
 
 
 def untouched_without_adapter(torch, batch, q_out, kv_out, q_base, kv_base):
@@ -187,19 +173,6 @@ def untouched_without_adapter(torch, batch, q_out, kv_out, q_base, kv_base):
             ok &= bool(torch.equal(kv_out[lo:hi], kv_base[lo:hi]))
             ok &= bool(torch.equal(kv_out[t + lo : t + hi], kv_base[t + lo : t + hi]))
     return ok
-
-
-def cuda_ms(torch, fn, iters, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / iters
 
 
 def main(argv=None) -> int:
@@ -225,30 +198,10 @@ def main(argv=None) -> int:
     if args.adapters < 1 or not 0.0 <= args.no_adapter <= 1.0:
         p.error("--adapters must be >= 1 and --no-adapter in [0, 1]")
 
-    try:
-        print(f"ggemm {ggemm.__version__}: libggemm {ggemm.version()} from {ggemm.library_path()}")
-    except ggemm.LibraryNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    try:
-        import torch
-    except ImportError:
-        print("SKIPPED: PyTorch is not installed; this example compares ggemm with PyTorch on a GPU")
-        return 0
-    if not torch.cuda.is_available():
-        print(f"SKIPPED: PyTorch {torch.__version__} sees no CUDA device (no GPU or no NVIDIA driver)")
-        return 0
-    try:
-        handle = ggemm.Handle(args.device)
-    except ggemm.GgemmError as e:
-        if e.status in (ggemm.Status.DRIVER_NOT_FOUND, ggemm.Status.NO_DEVICE, ggemm.Status.UNSUPPORTED_DEVICE):
-            print(f"SKIPPED: ggemm cannot use GPU {args.device}: {e}")
-            return 0
-        raise
-
-    dev = torch.device("cuda", args.device)
-    torch.cuda.set_device(dev)
-    torch.manual_seed(args.seed)
+    opened = open_gpu(args.device, args.seed)
+    if isinstance(opened, int):  # no library, PyTorch or usable GPU: the exit status
+        return opened
+    torch, handle, dev = opened
     batch = Batch(torch, dev, args.tokens, args.requests, args.adapters, args.no_adapter, random.Random(args.seed))
     w = Weights(torch, dev, args.hidden, args.q_dim, args.kv_dim, args.rank, args.adapters, args.alpha)
     t, bf16 = batch.tokens, torch.bfloat16

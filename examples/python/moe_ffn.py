@@ -28,22 +28,14 @@ Exit status: 0 when the check passes, and when there is no GPU or no PyTorch
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+# Finds a checkout's package and build/libggemm.so when ggemm is not installed;
+# also holds the GPU checks, timing and comparison both examples use.
+from example_common import compare, cuda_ms, open_gpu
 
-try:
-    import ggemm
-except ImportError:  # run from a checkout without installing the package
-    sys.path.insert(0, os.path.join(REPO, "python"))
-    import ggemm
-
-# Without GGEMM_LIBRARY, a checkout's build/libggemm.so is used when there is one.
-if not os.environ.get("GGEMM_LIBRARY") and os.path.exists(os.path.join(REPO, "build", "libggemm.so")):
-    os.environ["GGEMM_LIBRARY"] = os.path.join(REPO, "build", "libggemm.so")
+import ggemm
 
 
 # ---- the layer, three ways ----------------------------------------------------
@@ -132,31 +124,6 @@ def moe_reference(torch, x, w_router, w13, w2, top_k, routing=None):
 # ---- checking and timing -------------------------------------------------------------
 
 
-def compare(torch, name, out, ref):
-    """Relative Frobenius error and max abs error, with a pass/fail against bf16-sized bounds."""
-    diff = (out.float() - ref.float())
-    rel = (diff.norm() / ref.float().norm().clamp_min(1e-30)).item()
-    max_abs = diff.abs().max().item()
-    scale = ref.float().abs().max().item()
-    ok = bool(torch.isfinite(out.float()).all().item()) and rel < 1e-2 and max_abs <= 5e-2 * max(scale, 1e-30)
-    print(f"  {name:<22} rel. error {rel:.2e}   max abs error {max_abs:.2e} (max |ref| {scale:.2e})   "
-          f"{'OK' if ok else 'MISMATCH'}")
-    return ok
-
-
-def cuda_ms(torch, fn, iters, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / iters
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tokens", type=int, default=4096)
@@ -173,30 +140,10 @@ def main(argv=None) -> int:
     if not 1 <= args.top_k <= args.experts:
         p.error("--top-k must be in [1, --experts]")
 
-    try:
-        print(f"ggemm {ggemm.__version__}: libggemm {ggemm.version()} from {ggemm.library_path()}")
-    except ggemm.LibraryNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    try:
-        import torch
-    except ImportError:
-        print("SKIPPED: PyTorch is not installed; this example compares ggemm with PyTorch on a GPU")
-        return 0
-    if not torch.cuda.is_available():
-        print(f"SKIPPED: PyTorch {torch.__version__} sees no CUDA device (no GPU or no NVIDIA driver)")
-        return 0
-    try:
-        handle = ggemm.Handle(args.device)
-    except ggemm.GgemmError as e:
-        if e.status in (ggemm.Status.DRIVER_NOT_FOUND, ggemm.Status.NO_DEVICE, ggemm.Status.UNSUPPORTED_DEVICE):
-            print(f"SKIPPED: ggemm cannot use GPU {args.device}: {e}")
-            return 0
-        raise
-
-    dev = torch.device("cuda", args.device)
-    torch.cuda.set_device(dev)
-    torch.manual_seed(args.seed)
+    opened = open_gpu(args.device, args.seed)
+    if isinstance(opened, int):  # no library, PyTorch or usable GPU: the exit status
+        return opened
+    torch, handle, dev = opened
     t, hdim, f, e, k = args.tokens, args.hidden, args.ffn, args.experts, args.top_k
     bf16 = torch.bfloat16
     x = torch.randn(t, hdim, device=dev, dtype=bf16)

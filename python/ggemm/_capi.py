@@ -104,7 +104,16 @@ class Config(Structure):
         return [f[0] for f in cls._fields_ if f[0] != "struct_size"]
 
 
-class GroupedMatmulArgs(Structure):
+class _ArgsStruct(Structure):
+    """An argument struct of the C API: struct_size first, set on construction
+    (the library refuses a struct whose size it does not know)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.struct_size = ctypes.sizeof(type(self))
+
+
+class GroupedMatmulArgs(_ArgsStruct):
     """ggemm_grouped_matmul_args. Pointers are plain integers (device addresses)."""
 
     _fields_ = [
@@ -132,12 +141,22 @@ class GroupedMatmulArgs(Structure):
         ("config", POINTER(Config)),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.struct_size = ctypes.sizeof(GroupedMatmulArgs)
+
+# The fields both LoRA structs end with, in the header's order: routing,
+# launch sizing, scale, accumulate flag, config.
+_LORA_TAIL_FIELDS = [
+    ("a_offsets", c_void_p),
+    ("adapter_ids", c_void_p),
+    ("expert_usage_stats", c_void_p),
+    ("num_groups", c_int64),
+    ("max_rows_per_group", c_int64),
+    ("scale", c_float),
+    ("accumulate", c_int),
+    ("config", POINTER(Config)),
+]
 
 
-class LoraShrinkQkvArgs(Structure):
+class LoraShrinkQkvArgs(_ArgsStruct):
     """ggemm_lora_shrink_qkv_args. Pointers are plain integers (device addresses)."""
 
     _fields_ = [
@@ -151,22 +170,10 @@ class LoraShrinkQkvArgs(Structure):
         ("x", c_void_p),
         ("lora_a", c_void_p),
         ("p", c_void_p),
-        ("a_offsets", c_void_p),
-        ("adapter_ids", c_void_p),
-        ("expert_usage_stats", c_void_p),
-        ("num_groups", c_int64),
-        ("max_rows_per_group", c_int64),
-        ("scale", c_float),
-        ("accumulate", c_int),
-        ("config", POINTER(Config)),
-    ]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.struct_size = ctypes.sizeof(LoraShrinkQkvArgs)
+    ] + _LORA_TAIL_FIELDS
 
 
-class LoraExpandQkvArgs(Structure):
+class LoraExpandQkvArgs(_ArgsStruct):
     """ggemm_lora_expand_qkv_args. Pointers are plain integers (device addresses)."""
 
     _fields_ = [
@@ -182,19 +189,7 @@ class LoraExpandQkvArgs(Structure):
         ("lora_b", c_void_p),
         ("q_out", c_void_p),
         ("kv_out", c_void_p),
-        ("a_offsets", c_void_p),
-        ("adapter_ids", c_void_p),
-        ("expert_usage_stats", c_void_p),
-        ("num_groups", c_int64),
-        ("max_rows_per_group", c_int64),
-        ("scale", c_float),
-        ("accumulate", c_int),
-        ("config", POINTER(Config)),
-    ]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.struct_size = ctypes.sizeof(LoraExpandQkvArgs)
+    ] + _LORA_TAIL_FIELDS
 
 
 class LibraryNotFoundError(OSError):

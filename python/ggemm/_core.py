@@ -284,8 +284,36 @@ def _one_device(infos: Mapping[str, TensorInfo]) -> Optional[int]:
     return devices.pop() if devices else None
 
 
-def _finish(args: Any, device: Optional[int], infos: Dict[str, TensorInfo], config: Any) -> BuiltArgs:
-    """Attaches the config (kept alive with the DLPack capsules) and wraps the struct."""
+def _describe_all(named: Mapping[str, Any], stream: int) -> Dict[str, TensorInfo]:
+    """Each tensor's TensorInfo, by the argument name its messages use."""
+    return {name: describe(obj, name, stream) for name, obj in named.items()}
+
+
+def _finish(
+    args: Any,
+    infos: Dict[str, TensorInfo],
+    pointers: Mapping[str, str],
+    ids_field: str,
+    groups: int,
+    max_rows_per_group: int,
+    config: Any,
+) -> BuiltArgs:
+    """The part of building that every call shares, after its own checks.
+
+    Refuses tensors on different devices, then fills the struct's pointers
+    (`pointers` maps a struct field to the argument name of its tensor), the
+    routing arrays (`ids_field`: expert_ids or adapter_ids), the checked group
+    count, max_rows_per_group and the config, and wraps the struct with what
+    must stay alive (the config, DLPack capsules).
+    """
+    device = _one_device(infos)
+    for struct_field, name in pointers.items():
+        setattr(args, struct_field, infos[name].ptr or None)
+    io, iid, iu = infos["a_offsets"], infos[ids_field], infos["usage_stats"]
+    args.a_offsets, args.expert_usage_stats = io.ptr or None, iu.ptr or None
+    setattr(args, ids_field, iid.ptr or None)
+    args.num_groups = groups
+    args.max_rows_per_group = int(max_rows_per_group)
     keepalive: List[Any] = [i.keepalive for i in infos.values() if i.keepalive]
     if config is not None:
         cfg = config if isinstance(config, Config) else Config(**dict(config))
@@ -319,17 +347,10 @@ def _build_args(
     library's, so that its message is the one users see.
     """
     epi = parse_epilogue(epilogue)
-    named = {
-        "a": a,
-        "b": b,
-        "out": out,
-        "a_offsets": a_offsets,
-        "expert_ids": expert_ids,
-        "usage_stats": usage_stats,
-    }
+    named = {"a": a, "b": b, "out": out, "a_offsets": a_offsets, "expert_ids": expert_ids, "usage_stats": usage_stats}
     if row_scale is not None:
         named["row_scale"] = row_scale
-    infos = {name: describe(obj, name, stream) for name, obj in named.items()}
+    infos = _describe_all(named, stream)
     ia, ib, ic = infos["a"], infos["b"], infos["out"]
     io, ie, iu = infos["a_offsets"], infos["expert_ids"], infos["usage_stats"]
 
@@ -359,6 +380,7 @@ def _build_args(
 
     groups = _check_groups(io, ie, iu, num_groups)
 
+    pointers = {"a": "a", "b": "b", "c": "out"}
     if epi == Epilogue.ROW_SCALE:
         if row_scale is None:
             raise ValueError("epilogue='row_scale' needs row_scale, a float32 device array of M entries")
@@ -366,26 +388,19 @@ def _build_args(
         _need(isc, 1, ("float32",), "per-row scale [M]")
         if isc.shape[0] < m:
             raise ValueError(f"row_scale: has {isc.shape[0]} entries, M is {m}")
+        pointers["row_scale"] = "row_scale"
     elif row_scale is not None:
         raise ValueError(f"row_scale is read only by epilogue='row_scale' (epilogue is {epi.name.lower()!r})")
-
-    device = _one_device(infos)
 
     args = GroupedMatmulArgs()
     args.a_dtype = _OPERAND_DTYPES[ia.dtype]
     args.b_dtype = _OPERAND_DTYPES[ib.dtype]
     args.c_dtype = _OUTPUT_DTYPES[ic.dtype]
     args.m, args.n, args.k, args.num_experts = m, n, k, num_experts
-    args.a, args.b, args.c = ia.ptr or None, ib.ptr or None, ic.ptr or None
     args.transpose_b = 1 if transpose_b else 0
-    args.a_offsets, args.expert_ids, args.expert_usage_stats = io.ptr or None, ie.ptr or None, iu.ptr or None
-    args.num_groups = groups
-    args.max_rows_per_group = int(max_rows_per_group)
     args.a_plane_split0, args.a_plane_split1 = split0, split1
     args.epilogue = int(epi)
-    if row_scale is not None:
-        args.row_scale = infos["row_scale"].ptr or None
-    return _finish(args, device, infos, config)
+    return _finish(args, infos, pointers, "expert_ids", groups, max_rows_per_group, config)
 
 
 def grouped_matmul(
@@ -434,23 +449,11 @@ def grouped_matmul(
     synchronised: the call can be captured in a CUDA graph. Raises GgemmError
     (from the library), or TypeError / ValueError for tensors it cannot use.
     """
-    tensors = (a, b, out, a_offsets, expert_ids, usage_stats, row_scale)
-    s = resolve_stream(stream, tensors)
+    s = resolve_stream(stream, (a, b, out, a_offsets, expert_ids, usage_stats, row_scale))
     built = _build_args(
-        a,
-        b,
-        out,
-        a_offsets,
-        expert_ids,
-        usage_stats,
-        transpose_b=transpose_b,
-        epilogue=epilogue,
-        row_scale=row_scale,
-        num_groups=num_groups,
-        max_rows_per_group=max_rows_per_group,
-        plane_splits=plane_splits,
-        config=config,
-        stream=s,
+        a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=transpose_b, epilogue=epilogue,
+        row_scale=row_scale, num_groups=num_groups, max_rows_per_group=max_rows_per_group,
+        plane_splits=plane_splits, config=config, stream=s,
     )
     _launch("ggemm_grouped_matmul", built, s, handle)
     return out
@@ -484,14 +487,41 @@ def _lora_scale(scale: Any) -> float:
         raise TypeError(f"scale: expected a number, got {type(scale).__name__}") from None
 
 
-def _read_lora_routing(
-    infos: Dict[str, TensorInfo], num_groups: Optional[int]
-) -> Tuple[TensorInfo, TensorInfo, TensorInfo, int]:
+def _check_planes(ip: TensorInfo, m: int, m_from: str) -> int:
+    """Checks that p is [3, M, R] for the M read from `m_from`; returns R."""
+    planes, p_rows, rank = ip.shape
+    if planes != 3:
+        raise ValueError(f"p: shape {ip.shape} has {planes} planes; it must be [3, M, R] (one plane each for q, k, v)")
+    if p_rows != m:
+        raise ValueError(
+            f"p: shape {ip.shape} has {p_rows} rows per plane; {m_from} has M = {m} rows, so p needs [3, {m}, R]"
+        )
+    return rank
+
+
+def _finish_lora(
+    args: Any,
+    infos: Dict[str, TensorInfo],
+    pointers: Mapping[str, str],
+    *,
+    scale: Any,
+    accumulate: bool,
+    num_groups: Optional[int],
+    max_rows_per_group: int,
+    config: Any,
+) -> BuiltArgs:
+    """What the shrink and the expand share after their shape checks: the
+    routing arrays' checks, _finish, then the scale and accumulate flag (the
+    scale's own check last, where it has always been)."""
     io, ia, iu = infos["a_offsets"], infos["adapter_ids"], infos["usage_stats"]
     _need(io, 1, _INDEX_DTYPES, "group offsets [num_groups + 1]")
     _need(ia, 1, ("int32",), "adapter ids [num_groups], -1 = no adapter")
     _need(iu, 1, _INDEX_DTYPES, "usage stats [2]: max rows in a group, active groups")
-    return io, ia, iu, _check_groups(io, ia, iu, num_groups)
+    groups = _check_groups(io, ia, iu, num_groups)
+    built = _finish(args, infos, pointers, "adapter_ids", groups, max_rows_per_group, config)
+    built.args.scale = _lora_scale(scale)
+    built.args.accumulate = 1 if accumulate else 0
+    return built
 
 
 def _build_lora_shrink_args(
@@ -517,7 +547,7 @@ def _build_lora_shrink_args(
     """
     named = {"x": x, "lora_a": lora_a, "p": p, "a_offsets": a_offsets, "adapter_ids": adapter_ids,
              "usage_stats": usage_stats}
-    infos = {name: describe(obj, name, stream) for name, obj in named.items()}
+    infos = _describe_all(named, stream)
     ix, ia, ip = infos["x"], infos["lora_a"], infos["p"]
     _need(ix, 2, list(_OPERAND_DTYPES), "activations [M, K]")
     _need(ia, 3, list(_OPERAND_DTYPES), "LoRA-A weights [G, 3 * R, K]: q rows, then k, then v")
@@ -528,11 +558,7 @@ def _build_lora_shrink_args(
         raise ValueError("p: the array is read-only")
 
     m, k = ix.shape
-    planes, p_rows, rank = ip.shape
-    if planes != 3:
-        raise ValueError(f"p: shape {ip.shape} has {planes} planes; it must be [3, M, R] (one plane each for q, k, v)")
-    if p_rows != m:
-        raise ValueError(f"p: shape {ip.shape} has {p_rows} rows per plane; x has M = {m} rows, so p needs [3, {m}, R]")
+    rank = _check_planes(ip, m, "x")
     num_adapters = ia.shape[0]
     if ia.shape[1] != 3 * rank:
         raise ValueError(
@@ -541,20 +567,15 @@ def _build_lora_shrink_args(
         )
     if ia.shape[2] != k:
         raise ValueError(f"lora_a: shape {ia.shape} has K = {ia.shape[2]}; x {ix.shape} has K = {k}")
-    io, iid, iu, groups = _read_lora_routing(infos, num_groups)
-    device = _one_device(infos)
 
     args = LoraShrinkQkvArgs()
     args.x_dtype = _OPERAND_DTYPES[ix.dtype]
     args.p_dtype = _OUTPUT_DTYPES[ip.dtype]
     args.m, args.k, args.rank, args.num_adapters = m, k, rank, num_adapters
-    args.x, args.lora_a, args.p = ix.ptr or None, ia.ptr or None, ip.ptr or None
-    args.a_offsets, args.adapter_ids, args.expert_usage_stats = io.ptr or None, iid.ptr or None, iu.ptr or None
-    args.num_groups = groups
-    args.max_rows_per_group = int(max_rows_per_group)
-    args.scale = _lora_scale(scale)
-    args.accumulate = 1 if accumulate else 0
-    return _finish(args, device, infos, config)
+    return _finish_lora(
+        args, infos, {"x": "x", "lora_a": "lora_a", "p": "p"}, scale=scale, accumulate=accumulate,
+        num_groups=num_groups, max_rows_per_group=max_rows_per_group, config=config,
+    )
 
 
 def _build_lora_expand_args(
@@ -580,7 +601,7 @@ def _build_lora_expand_args(
     """
     named = {"p": p, "lora_b": lora_b, "q_out": q_out, "kv_out": kv_out, "a_offsets": a_offsets,
              "adapter_ids": adapter_ids, "usage_stats": usage_stats}
-    infos = {name: describe(obj, name, stream) for name, obj in named.items()}
+    infos = _describe_all(named, stream)
     ip, ib, iq, ikv = infos["p"], infos["lora_b"], infos["q_out"], infos["kv_out"]
     _need(ip, 3, list(_OPERAND_DTYPES), "planar activations [3, M, R], as lora_shrink_qkv writes them")
     _need(ib, 3, list(_OPERAND_DTYPES), "LoRA-B weights [G, q_dim + 2 * kv_dim, R]: q rows, then k, then v")
@@ -601,11 +622,7 @@ def _build_lora_expand_args(
             f"kv_out: shape {ikv.shape} has {kv_rows} rows; q_out {iq.shape} has M = {m}, so kv_out needs "
             f"2 * M = {2 * m} (K rows, then V rows)"
         )
-    planes, p_rows, rank = ip.shape
-    if planes != 3:
-        raise ValueError(f"p: shape {ip.shape} has {planes} planes; it must be [3, M, R] (one plane each for q, k, v)")
-    if p_rows != m:
-        raise ValueError(f"p: shape {ip.shape} has {p_rows} rows per plane; q_out has M = {m} rows, so p needs [3, {m}, R]")
+    rank = _check_planes(ip, m, "q_out")
     num_adapters = ib.shape[0]
     n = q_dim + 2 * kv_dim
     if ib.shape[1:] != (n, rank):
@@ -613,21 +630,15 @@ def _build_lora_expand_args(
             f"lora_b: shape {ib.shape} does not match [G, q_dim + 2 * kv_dim, R] = {(num_adapters, n, rank)} "
             f"(q_dim = {q_dim} from q_out, kv_dim = {kv_dim} from kv_out, R = {rank} from p)"
         )
-    io, iid, iu, groups = _read_lora_routing(infos, num_groups)
-    device = _one_device(infos)
 
     args = LoraExpandQkvArgs()
     args.p_dtype = _OPERAND_DTYPES[ip.dtype]
     args.out_dtype = _OUTPUT_DTYPES[iq.dtype]
     args.m, args.rank, args.q_dim, args.kv_dim, args.num_adapters = m, rank, q_dim, kv_dim, num_adapters
-    args.p, args.lora_b = ip.ptr or None, ib.ptr or None
-    args.q_out, args.kv_out = iq.ptr or None, ikv.ptr or None
-    args.a_offsets, args.adapter_ids, args.expert_usage_stats = io.ptr or None, iid.ptr or None, iu.ptr or None
-    args.num_groups = groups
-    args.max_rows_per_group = int(max_rows_per_group)
-    args.scale = _lora_scale(scale)
-    args.accumulate = 1 if accumulate else 0
-    return _finish(args, device, infos, config)
+    return _finish_lora(
+        args, infos, {"p": "p", "lora_b": "lora_b", "q_out": "q_out", "kv_out": "kv_out"}, scale=scale,
+        accumulate=accumulate, num_groups=num_groups, max_rows_per_group=max_rows_per_group, config=config,
+    )
 
 
 def lora_shrink_qkv(
@@ -668,21 +679,10 @@ def lora_shrink_qkv(
     Raises GgemmError (from the library; e.g. K or R not a multiple of 8), or
     TypeError / ValueError for tensors it cannot use or whose shapes disagree.
     """
-    tensors = (x, lora_a, p, a_offsets, adapter_ids, usage_stats)
-    s = resolve_stream(stream, tensors)
+    s = resolve_stream(stream, (x, lora_a, p, a_offsets, adapter_ids, usage_stats))
     built = _build_lora_shrink_args(
-        x,
-        lora_a,
-        p,
-        a_offsets,
-        adapter_ids,
-        usage_stats,
-        scale=scale,
-        accumulate=accumulate,
-        num_groups=num_groups,
-        max_rows_per_group=max_rows_per_group,
-        config=config,
-        stream=s,
+        x, lora_a, p, a_offsets, adapter_ids, usage_stats, scale=scale, accumulate=accumulate,
+        num_groups=num_groups, max_rows_per_group=max_rows_per_group, config=config, stream=s,
     )
     _launch("ggemm_lora_shrink_qkv", built, s, handle)
     return p
@@ -723,22 +723,10 @@ def lora_expand_qkv(
     a_offsets, adapter_ids, usage_stats, scale, accumulate: as for lora_shrink_qkv
     num_groups, max_rows_per_group, config, stream, handle: as for grouped_matmul
     """
-    tensors = (p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats)
-    s = resolve_stream(stream, tensors)
+    s = resolve_stream(stream, (p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats))
     built = _build_lora_expand_args(
-        p,
-        lora_b,
-        q_out,
-        kv_out,
-        a_offsets,
-        adapter_ids,
-        usage_stats,
-        scale=scale,
-        accumulate=accumulate,
-        num_groups=num_groups,
-        max_rows_per_group=max_rows_per_group,
-        config=config,
-        stream=s,
+        p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale=scale, accumulate=accumulate,
+        num_groups=num_groups, max_rows_per_group=max_rows_per_group, config=config, stream=s,
     )
     _launch("ggemm_lora_expand_qkv", built, s, handle)
     return q_out, kv_out

@@ -27,6 +27,22 @@ def lib():
         pytest.skip(f"libggemm.so not found (set GGEMM_LIBRARY to build/libggemm.so): {e}")
 
 
+@pytest.fixture(scope="module")
+def handle(lib):
+    """A ggemm.Handle on GPU 0 for a GPU test module (which has skipped already
+    without PyTorch or a CUDA device); skips when ggemm cannot use the GPU.
+    Closed when the module's work on the device has finished."""
+    import torch  # only the GPU test modules ask for this fixture
+
+    try:
+        h = ggemm.Handle(0)
+    except ggemm.GgemmError as e:
+        pytest.skip(f"ggemm cannot use GPU 0: {e}")
+    yield h
+    torch.cuda.synchronize()
+    h.close()
+
+
 @pytest.fixture(scope="session")
 def no_gpu(lib):
     """Skips unless creating a handle fails for want of a driver or a device."""

@@ -6,8 +6,6 @@ reason, without PyTorch, without a CUDA device, or when ggemm cannot use GPU 0."
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 import ggemm
@@ -18,20 +16,10 @@ pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="torch.cuda is not available (no GPU or no NVIDIA driver)"
 )
 
-DEV = "cuda:0"
+from gpu_routing import DEV, routing  # noqa: E402  (needs torch, so after the skip above)
+
 NAN = float("nan")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-
-@pytest.fixture(scope="module")
-def handle(lib):
-    try:
-        h = ggemm.Handle(0)
-    except ggemm.GgemmError as e:
-        pytest.skip(f"ggemm cannot use GPU 0: {e}")
-    yield h
-    torch.cuda.synchronize()
-    h.close()
 
 
 @pytest.fixture(autouse=True)
@@ -41,17 +29,6 @@ def _seed_and_exact_fp32():
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference must be fp32, not TF32
     yield
     torch.backends.cuda.matmul.allow_tf32 = tf32
-
-
-def routing(rows, ids):
-    """Device arrays for groups of `rows` rows using adapters `ids`, and the host offsets."""
-    offsets = [0] + list(itertools.accumulate(rows))
-    return (
-        torch.tensor(offsets, dtype=torch.int32, device=DEV),
-        torch.tensor(ids, dtype=torch.int32, device=DEV),
-        torch.tensor([max(rows), len(rows)], dtype=torch.int32, device=DEV),
-        offsets,
-    )
 
 
 def shrink_reference(x, lora_a, offsets, ids, *, rank, scale=1.0, init=None):

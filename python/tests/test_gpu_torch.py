@@ -4,8 +4,6 @@ a CUDA device, or when ggemm cannot use GPU 0 (it has kernels for sm_90a and sm_
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 import ggemm
@@ -16,34 +14,12 @@ pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="torch.cuda is not available (no GPU or no NVIDIA driver)"
 )
 
-DEV = "cuda:0"
-
-
-@pytest.fixture(scope="module")
-def handle(lib):
-    try:
-        h = ggemm.Handle(0)
-    except ggemm.GgemmError as e:
-        pytest.skip(f"ggemm cannot use GPU 0: {e}")
-    yield h
-    torch.cuda.synchronize()
-    h.close()
+from gpu_routing import DEV, routing  # noqa: E402  (needs torch, so after the skip above)
 
 
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(1234)
-
-
-def routing(rows, ids):
-    """Device arrays for groups of `rows` rows using experts `ids`."""
-    offsets = [0] + list(itertools.accumulate(rows))
-    return (
-        torch.tensor(offsets, dtype=torch.int32, device=DEV),
-        torch.tensor(ids, dtype=torch.int32, device=DEV),
-        torch.tensor([max(rows), len(rows)], dtype=torch.int32, device=DEV),
-        offsets,
-    )
 
 
 def reference(a, b, offsets, ids, *, transpose_b=True, m=None, planes=None):

@@ -212,6 +212,16 @@ def test_valid_lora_args_reach_the_handle_check(lib):
         assert "handle" in info.value.message
 
 
+def _expect_library_refuses(call, built, field, value, status, words):
+    """Sets one field of the built struct to `value`; the library, called on it
+    through `call`, must refuse it with `status` and a message holding `words`."""
+    setattr(built.args, field, value)
+    with pytest.raises(ggemm.GgemmError) as info:
+        check(call(built))
+    assert info.value.status == status
+    assert words in info.value.message, info.value.message
+
+
 @pytest.mark.parametrize(
     "field, value, status, words",
     [
@@ -231,11 +241,7 @@ def test_valid_lora_args_reach_the_handle_check(lib):
 )
 def test_shrink_library_checks_become_ggemm_errors(lib, field, value, status, words):
     built = _build_lora_shrink_args(*lora_shrink_problem())
-    setattr(built.args, field, value)
-    with pytest.raises(ggemm.GgemmError) as info:
-        check(_shrink(lib, built))
-    assert info.value.status == status
-    assert words in info.value.message, info.value.message
+    _expect_library_refuses(lambda b: _shrink(lib, b), built, field, value, status, words)
 
 
 @pytest.mark.parametrize(
@@ -255,11 +261,7 @@ def test_shrink_library_checks_become_ggemm_errors(lib, field, value, status, wo
 )
 def test_expand_library_checks_become_ggemm_errors(lib, field, value, status, words):
     built = _build_lora_expand_args(*lora_expand_problem())
-    setattr(built.args, field, value)
-    with pytest.raises(ggemm.GgemmError) as info:
-        check(_expand(lib, built))
-    assert info.value.status == status
-    assert words in info.value.message, info.value.message
+    _expect_library_refuses(lambda b: _expand(lib, b), built, field, value, status, words)
 
 
 def test_rank_not_a_multiple_of_8_is_the_librarys_message(lib):
