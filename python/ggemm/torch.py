@@ -1,0 +1,304 @@
+"""ggemm for PyTorch: operators that torch.compile keeps and CUDA graphs capture.
+
+    import ggemm.torch                      # registers torch.ops.ggemm.*
+    out = ggemm.torch.grouped_mm(x, w.transpose(-2, -1), offs)   # as torch._grouped_mm(x, w.mT, offs)
+
+Importing this module (it needs torch; the rest of the package does not)
+registers custom operators with fake (meta) implementations, so
+`torch.compile(fullgraph=True)` traces through them:
+
+    torch.ops.ggemm.grouped_mm(a, b, offs, out_dtype)    -> Tensor   (torch._grouped_mm's semantics, autograd)
+    torch.ops.ggemm.grouped_matmul(a, b, out, a_offsets, expert_ids, usage_stats,
+                                   transpose_b, epilogue, row_scale, max_rows_per_group)     (writes out)
+    torch.ops.ggemm.lora_shrink_qkv(x, lora_a, p, a_offsets, adapter_ids, usage_stats,
+                                    scale, accumulate, max_rows_per_group)                   (writes p)
+    torch.ops.ggemm.lora_expand_qkv(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats,
+                                    scale, accumulate, max_rows_per_group)                   (writes q_out, kv_out)
+
+The operators take torch tensors only and fill the C argument structs
+straight from them (pointers, shapes, the current stream), which keeps the
+host time of a call low; the checks the C library makes (ranges, alignment,
+multiples of 8) are left to it, so its message is the one raised.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Dict, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _capi, _core
+from ._capi import Dtype, Epilogue, GroupedMatmulArgs, LoraExpandQkvArgs, LoraShrinkQkvArgs
+
+__all__ = ["grouped_mm"]
+
+_OPERAND = {torch.bfloat16: Dtype.BF16, torch.float16: Dtype.FP16}
+_OUTPUT = {torch.bfloat16: Dtype.BF16, torch.float16: Dtype.FP16, torch.float32: Dtype.FP32}
+_INDEX = (torch.int32, torch.uint32)
+_EPILOGUES = {"store": Epilogue.STORE, "accumulate": Epilogue.ACCUMULATE, "row_scale": Epilogue.ROW_SCALE}
+
+
+# ---- the fast path: torch tensors straight into the C structs -----------------
+
+
+def _need(t: Tensor, name: str, ndim: int, dtypes, device: torch.device) -> None:
+    """What the library cannot check from a bare pointer: rank, dtype, packing, device."""
+    if t.dim() != ndim:
+        raise ValueError(f"{name}: expected {ndim}-D, got shape {tuple(t.shape)}")
+    if t.dtype not in dtypes:
+        raise TypeError(f"{name}: dtype {t.dtype} is not allowed here ({', '.join(str(d) for d in dtypes)})")
+    if not t.is_contiguous():
+        raise ValueError(f"{name}: ggemm needs a contiguous (row-major) tensor; got strides {t.stride()}")
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device}, the output on {device}")
+
+
+def _routing(args, offsets: Tensor, ids: Tensor, ids_field: str, usage: Tensor, max_rows: int, device) -> None:
+    _need(offsets, "a_offsets", 1, _INDEX, device)
+    _need(ids, ids_field, 1, (torch.int32,), device)
+    _need(usage, "usage_stats", 1, _INDEX, device)
+    groups = offsets.shape[0] - 1
+    if groups < 1 or ids.shape[0] < groups or usage.shape[0] < 2:
+        raise ValueError(
+            f"routing arrays: a_offsets has {offsets.shape[0]} entries (num_groups + 1 >= 2), "
+            f"{ids_field} {ids.shape[0]} (>= num_groups), usage_stats {usage.shape[0]} (>= 2)"
+        )
+    args.a_offsets = offsets.data_ptr()
+    setattr(args, ids_field, ids.data_ptr())
+    args.expert_usage_stats = usage.data_ptr()
+    args.num_groups = groups
+    args.max_rows_per_group = int(max_rows)
+
+
+def _call(function: str, args, device: torch.device) -> None:
+    """The library call on the device's default handle and current stream."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    handle = _core.default_handle(index)
+    stream = torch.cuda.current_stream(index).cuda_stream
+    _core.check(getattr(handle._lib, function)(handle.ptr, ctypes.byref(args), stream or None))
+
+
+def _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue, row_scale,
+                         max_rows_per_group) -> None:
+    dev = out.device
+    if dev.type != "cuda":
+        raise ValueError(f"out: ggemm needs CUDA tensors; this one is on {dev}")
+    _need(a, "a", 2, _OPERAND, dev)
+    _need(b, "b", 3, _OPERAND, dev)
+    _need(out, "out", 2, _OUTPUT, dev)
+    if b.dtype != a.dtype:
+        raise TypeError(f"b: dtype {b.dtype} differs from a's {a.dtype}")
+    m, n = out.shape
+    k = a.shape[1]
+    e = b.shape[0]
+    expect_b = (e, n, k) if transpose_b else (e, k, n)
+    if a.shape[0] != m or tuple(b.shape) != expect_b:
+        raise ValueError(f"shapes: a {tuple(a.shape)}, b {tuple(b.shape)}, out {tuple(out.shape)} do not fit "
+                         f"a [M, K], b {'[E, N, K]' if transpose_b else '[E, K, N]'}, out [M, N]")
+    epi = _EPILOGUES.get(epilogue)
+    if epi is None:
+        raise ValueError(f"epilogue={epilogue!r}: expected 'store', 'accumulate' or 'row_scale'")
+    args = GroupedMatmulArgs()
+    args.a_dtype = args.b_dtype = _OPERAND[a.dtype]
+    args.c_dtype = _OUTPUT[out.dtype]
+    args.m, args.n, args.k, args.num_experts = m, n, k, e
+    args.a, args.b, args.c = a.data_ptr(), b.data_ptr(), out.data_ptr()
+    args.transpose_b = 1 if transpose_b else 0
+    args.epilogue = int(epi)
+    if epi == Epilogue.ROW_SCALE:
+        if row_scale is None:
+            raise ValueError("epilogue='row_scale' needs row_scale, float32 [M]")
+        _need(row_scale, "row_scale", 1, (torch.float32,), dev)
+        if row_scale.shape[0] < m:
+            raise ValueError(f"row_scale: has {row_scale.shape[0]} entries, M is {m}")
+        args.row_scale = row_scale.data_ptr()
+    elif row_scale is not None:
+        raise ValueError(f"row_scale is read only by epilogue='row_scale' (epilogue is {epilogue!r})")
+    _routing(args, a_offsets, expert_ids, "expert_ids", usage_stats, max_rows_per_group, dev)
+    _call("ggemm_grouped_matmul", args, dev)
+
+
+def _lora_common(args, scale: float, accumulate: bool, a_offsets, adapter_ids, usage_stats, max_rows, dev) -> None:
+    args.scale = float(scale)
+    args.accumulate = 1 if accumulate else 0
+    _routing(args, a_offsets, adapter_ids, "adapter_ids", usage_stats, max_rows, dev)
+
+
+def _lora_shrink_impl(x, lora_a, p, a_offsets, adapter_ids, usage_stats, scale, accumulate, max_rows) -> None:
+    dev = p.device
+    if dev.type != "cuda":
+        raise ValueError(f"p: ggemm needs CUDA tensors; this one is on {dev}")
+    _need(x, "x", 2, _OPERAND, dev)
+    _need(lora_a, "lora_a", 3, _OPERAND, dev)
+    _need(p, "p", 3, _OUTPUT, dev)
+    planes, m, rank = p.shape
+    if planes != 3 or x.shape[0] != m or tuple(lora_a.shape[1:]) != (3 * rank, x.shape[1]) or lora_a.dtype != x.dtype:
+        raise ValueError(f"shapes: x {tuple(x.shape)}, lora_a {tuple(lora_a.shape)}, p {tuple(p.shape)} do not fit "
+                         "x [M, K], lora_a [G, 3R, K] (x's dtype), p [3, M, R]")
+    args = LoraShrinkQkvArgs()
+    args.x_dtype, args.p_dtype = _OPERAND[x.dtype], _OUTPUT[p.dtype]
+    args.m, args.k, args.rank, args.num_adapters = m, x.shape[1], rank, lora_a.shape[0]
+    args.x, args.lora_a, args.p = x.data_ptr(), lora_a.data_ptr(), p.data_ptr()
+    _lora_common(args, scale, accumulate, a_offsets, adapter_ids, usage_stats, max_rows, dev)
+    _call("ggemm_lora_shrink_qkv", args, dev)
+
+
+def _lora_expand_impl(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale, accumulate,
+                      max_rows) -> None:
+    dev = q_out.device
+    if dev.type != "cuda":
+        raise ValueError(f"q_out: ggemm needs CUDA tensors; this one is on {dev}")
+    _need(p, "p", 3, _OPERAND, dev)
+    _need(lora_b, "lora_b", 3, _OPERAND, dev)
+    _need(q_out, "q_out", 2, _OUTPUT, dev)
+    _need(kv_out, "kv_out", 2, _OUTPUT, dev)
+    planes, m, rank = p.shape
+    q_dim, kv_dim = q_out.shape[1], kv_out.shape[1]
+    if (planes != 3 or q_out.shape[0] != m or kv_out.shape[0] != 2 * m or kv_out.dtype != q_out.dtype
+            or tuple(lora_b.shape[1:]) != (q_dim + 2 * kv_dim, rank) or lora_b.dtype != p.dtype):
+        raise ValueError(f"shapes: p {tuple(p.shape)}, lora_b {tuple(lora_b.shape)}, q_out {tuple(q_out.shape)}, "
+                         f"kv_out {tuple(kv_out.shape)} do not fit p [3, M, R], lora_b [G, q + 2 kv, R], "
+                         "q_out [M, q], kv_out [2M, kv] (one output dtype)")
+    args = LoraExpandQkvArgs()
+    args.p_dtype, args.out_dtype = _OPERAND[p.dtype], _OUTPUT[q_out.dtype]
+    args.m, args.rank, args.q_dim, args.kv_dim, args.num_adapters = m, rank, q_dim, kv_dim, lora_b.shape[0]
+    args.p, args.lora_b, args.q_out, args.kv_out = p.data_ptr(), lora_b.data_ptr(), q_out.data_ptr(), kv_out.data_ptr()
+    _lora_common(args, scale, accumulate, a_offsets, adapter_ids, usage_stats, max_rows, dev)
+    _call("ggemm_lora_expand_qkv", args, dev)
+
+
+# ---- the operators --------------------------------------------------------------
+
+
+@torch.library.custom_op("ggemm::grouped_matmul", mutates_args=("out",), device_types="cuda")
+def _grouped_matmul_op(a: Tensor, b: Tensor, out: Tensor, a_offsets: Tensor, expert_ids: Tensor,
+                       usage_stats: Tensor, transpose_b: bool = True, epilogue: str = "store",
+                       row_scale: Optional[Tensor] = None, max_rows_per_group: int = 0) -> None:
+    _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue, row_scale,
+                         max_rows_per_group)
+
+
+@_grouped_matmul_op.register_fake
+def _(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=True, epilogue="store", row_scale=None,
+      max_rows_per_group=0) -> None:
+    return None
+
+
+@torch.library.custom_op("ggemm::lora_shrink_qkv", mutates_args=("p",), device_types="cuda")
+def _lora_shrink_op(x: Tensor, lora_a: Tensor, p: Tensor, a_offsets: Tensor, adapter_ids: Tensor,
+                    usage_stats: Tensor, scale: float = 1.0, accumulate: bool = False,
+                    max_rows_per_group: int = 0) -> None:
+    _lora_shrink_impl(x, lora_a, p, a_offsets, adapter_ids, usage_stats, scale, accumulate, max_rows_per_group)
+
+
+@_lora_shrink_op.register_fake
+def _(x, lora_a, p, a_offsets, adapter_ids, usage_stats, scale=1.0, accumulate=False, max_rows_per_group=0) -> None:
+    return None
+
+
+@torch.library.custom_op("ggemm::lora_expand_qkv", mutates_args=("q_out", "kv_out"), device_types="cuda")
+def _lora_expand_op(p: Tensor, lora_b: Tensor, q_out: Tensor, kv_out: Tensor, a_offsets: Tensor,
+                    adapter_ids: Tensor, usage_stats: Tensor, scale: float = 1.0, accumulate: bool = False,
+                    max_rows_per_group: int = 0) -> None:
+    _lora_expand_impl(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale, accumulate,
+                      max_rows_per_group)
+
+
+@_lora_expand_op.register_fake
+def _(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale=1.0, accumulate=False,
+      max_rows_per_group=0) -> None:
+    return None
+
+
+# ---- grouped_mm: torch._grouped_mm's 2D x 3D case ----------------------------------
+
+# Per (device, E): the expert ids 0..E-1 and the usage stats [0, E] a call
+# with torch's offsets needs (only usage_stats[1], the active groups, is read
+# on the device; [0] sizes nothing there). Read-only, so safe to share.
+_routing_cache: Dict[Tuple[int, int], Tuple[Tensor, Tensor]] = {}
+_routing_lock = threading.Lock()
+
+
+def _expert_routing(device: torch.device, experts: int) -> Tuple[Tensor, Tensor]:
+    key = (device.index, experts)
+    cached = _routing_cache.get(key)
+    if cached is not None:
+        return cached
+    ids = torch.arange(experts, dtype=torch.int32, device=device)
+    usage = torch.zeros(2, dtype=torch.int32, device=device)
+    usage[1] = experts
+    if torch.cuda.is_current_stream_capturing():
+        return ids, usage  # made inside a capture: the graph's own memory, not cached
+    with _routing_lock:
+        return _routing_cache.setdefault(key, (ids, usage))
+
+
+def _weights_as_ggemm(b: Tensor) -> Tuple[Tensor, bool]:
+    """b [E, K, N] as ggemm's weights: a transposed view of a contiguous
+    [E, N, K] is read K-major without a copy (transpose_b); a contiguous
+    [E, K, N] as it is; anything else is copied."""
+    bt = b.transpose(-2, -1)
+    if bt.is_contiguous():
+        return bt, True
+    if b.is_contiguous():
+        return b, False
+    return b.contiguous(), False
+
+
+@torch.library.custom_op("ggemm::grouped_mm", mutates_args=(), device_types="cuda")
+def _grouped_mm_op(a: Tensor, b: Tensor, offs: Tensor, out_dtype: Optional[torch.dtype] = None) -> Tensor:
+    m, k = a.shape
+    experts, _, n = b.shape
+    out = torch.empty((m, n), dtype=out_dtype or a.dtype, device=a.device)
+    if m == 0:
+        return out
+    weights, transpose_b = _weights_as_ggemm(b)
+    ids, usage = _expert_routing(a.device, experts)
+    # ggemm's offsets start at 0: [0, offs...] (one small kernel, no host sync).
+    a_offsets = torch.nn.functional.pad(offs, (1, 0))
+    _grouped_matmul_impl(a.contiguous(), weights, out, a_offsets, ids, usage, transpose_b, "store", None, 0)
+    return out
+
+
+@_grouped_mm_op.register_fake
+def _(a, b, offs, out_dtype=None):
+    return a.new_empty((a.shape[0], b.shape[2]), dtype=out_dtype or a.dtype)
+
+
+def _grouped_mm_setup(ctx, inputs, output) -> None:
+    a, b, offs, _out_dtype = inputs
+    ctx.save_for_backward(a, b, offs)
+
+
+def _grouped_mm_backward(ctx, grad):
+    a, b, offs = ctx.saved_tensors
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        # dA = dY B^T per group: the same operator with the other weight layout.
+        grad_a = torch.ops.ggemm.grouped_mm(grad.to(a.dtype), b.transpose(-2, -1), offs, a.dtype)
+    if ctx.needs_input_grad[1]:
+        # dB[g] = A_g^T dY_g: a product grouped along K (the rows), which ggemm
+        # has no kernel for yet. The slower path: torch._grouped_mm's 2D x 2D
+        # form. Rows past offs[-1] belong to no group and add nothing.
+        grad_b = torch._grouped_mm(a.t(), grad.to(a.dtype), offs=offs, out_dtype=b.dtype)
+    return grad_a, grad_b, None, None
+
+
+torch.library.register_autograd("ggemm::grouped_mm", _grouped_mm_backward, setup_context=_grouped_mm_setup)
+
+
+def grouped_mm(a: Tensor, b: Tensor, offs: Tensor, out_dtype: Optional[torch.dtype] = None) -> Tensor:
+    """torch._grouped_mm(a, b, offs=offs, out_dtype=out_dtype) for 2D a and 3D b, on ggemm's kernels.
+
+    a     [M, K] bf16/fp16, rows sorted by group
+    b     [E, K, N] (a transposed view of a contiguous [E, N, K], as w.transpose(-2, -1),
+          is read without a copy)
+    offs  int32 [E] on the device: group g owns rows [offs[g-1], offs[g]) (offs[-1] = 0)
+    Returns a new [M, N] tensor (out_dtype, default a's); rows at or past offs[-1]
+    belong to no group and are left unwritten, as torch leaves them. Differentiable:
+    the input gradient runs on ggemm, the weight gradient on torch._grouped_mm.
+    """
+    return torch.ops.ggemm.grouped_mm(a, b, offs, out_dtype)
