@@ -32,6 +32,7 @@
 
 #include "bench_config.h"
 #include "bench_harness.h"
+#include "bench_host.h"
 #include "bench_lora.h"
 #include "ceilings.h"
 #include "cublas_baselines.h"
@@ -255,6 +256,7 @@ int main(int argc, char** argv) {
   lora_env.ceilings = s.ceilings;
   register_lora_benchmarks(lora_env);
   register_harness_benchmarks(s.stream, s.flusher.get());
+  register_host_benchmarks(s.ggemm, s.stream);
   benchmark::RegisterBenchmark("ceiling_dense_8192_at_end", bench_dense_ceiling_at_end)
       ->UseManualTime()
       ->Iterations(1)
@@ -267,6 +269,7 @@ int main(int argc, char** argv) {
   // Release cuBLAS objects and buffers before their stream and handle.
   release_lora_benchmarks();
   release_harness_benchmarks();
+  release_host_benchmarks();
   s.loop.reset();
   s.grouped.reset();
   s.problem.reset();

@@ -36,6 +36,8 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   grep '^SKIPPED' "$out/pytest.log" | head -5  # which tests skipped, and why
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 120 python3 examples/python/moe_ffn.py > "$out/moe_ffn.log" 2>&1
   echo "moe example rc=$?: $(tail -3 "$out/moe_ffn.log" | tr '\n' ' ')"
+  GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 120 python3 bench/host_overhead.py > "$out/host_overhead.log" 2>&1
+  echo "host time per Python call rc=$?:"; cat "$out/host_overhead.log"
 fi
 
 timeout 400 ./build/bench/ggemm_bench --benchmark_filter="$filter" --benchmark_out="$out/bench.json" \

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Host time per eager Python call: ggemm's entry points beside torch._grouped_mm.
+
+    GGEMM_LIBRARY=build/libggemm.so PYTHONPATH=python python3 bench/host_overhead.py [--calls 2000]
+
+A problem too small for the GPU to matter (8 experts of 8 rows, N 128,
+K 128, bf16) is enqueued `calls` times in a loop with no synchronisation;
+the host time of the loop over the calls is the host cost per call (the
+GPU keeps up: each kernel takes a few microseconds). Rows, each the median
+of 5 loops:
+  torch.matmul                       a plain PyTorch op, for scale
+  torch._grouped_mm                  the drop-in's anchor
+  ggemm.torch.grouped_mm             the drop-in (torch's signature; one pad kernel + the ggemm call)
+  torch.ops.ggemm.grouped_matmul     the custom op (torch tensors straight into the C struct)
+  ggemm.grouped_matmul               the framework-neutral call (any CUDA array type)
+and the split of the last one: resolving the stream, building the argument
+struct, the C call.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+import ggemm
+import ggemm.torch as gt
+from ggemm import _core
+
+E, ROWS, N, K = 8, 8, 128, 128
+
+
+def per_call_us(fn, calls):
+    """Median over 5 loops of the host time per call, in microseconds."""
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        times.append((t1 - t0) / calls * 1e6)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=2000)
+    args = ap.parse_args()
+    dev = "cuda"
+    m = E * ROWS
+    x = torch.randn(m, K, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(E, N, K, device=dev, dtype=torch.bfloat16)
+    out = torch.empty(m, N, device=dev, dtype=torch.bfloat16)
+    ends = torch.arange(1, E + 1, dtype=torch.int32, device=dev) * ROWS
+    offsets = torch.arange(0, E + 1, dtype=torch.int32, device=dev) * ROWS
+    ids = torch.arange(E, dtype=torch.int32, device=dev)
+    usage = torch.tensor([ROWS, E], dtype=torch.int32, device=dev)
+    wt = w.transpose(-2, -1)
+    sq = torch.randn(m, K, device=dev, dtype=torch.bfloat16)
+    sw = torch.randn(K, N, device=dev, dtype=torch.bfloat16)
+
+    rows = {
+        "torch.matmul": lambda: torch.matmul(sq, sw),
+        "torch._grouped_mm": lambda: torch._grouped_mm(x, wt, offs=ends),
+        "ggemm.torch.grouped_mm": lambda: gt.grouped_mm(x, wt, ends),
+        "torch.ops.ggemm.grouped_matmul": lambda: torch.ops.ggemm.grouped_matmul(
+            x, w, out, offsets, ids, usage, True, "store", None, 0),
+        "ggemm.grouped_matmul": lambda: ggemm.grouped_matmul(x, w, out, offsets, ids, usage),
+    }
+    tensors = (x, w, out, offsets, ids, usage)
+    stream = _core.resolve_stream(None, tensors)
+    built = _core._build_args(*tensors, stream=stream)
+    handle = _core.default_handle(0)
+    split = {
+        "  resolve_stream": lambda: _core.resolve_stream(None, tensors),
+        "  _build_args": lambda: _core._build_args(*tensors, stream=stream),
+        "  the C call (ctypes)": lambda: _core._launch("ggemm_grouped_matmul", built, stream, handle),
+    }
+    print(f"host time per call, median of 5 loops of {args.calls} calls "
+          f"({torch.cuda.get_device_name()}, torch {torch.__version__})")
+    results = {}
+    for name, fn in {**rows, **split}.items():
+        results[name] = per_call_us(fn, args.calls)
+        print(f"{name:34s} {results[name]:8.1f} us")
+    anchor = results["torch._grouped_mm"]
+    for name in ("ggemm.torch.grouped_mm", "torch.ops.ggemm.grouped_matmul", "ggemm.grouped_matmul"):
+        print(f"{name} / torch._grouped_mm: {results[name] / anchor:.2f}")
+
+
+if __name__ == "__main__":
+    main()
