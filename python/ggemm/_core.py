@@ -199,7 +199,9 @@ def resolve_stream(stream: Any, tensors: Sequence[Any]) -> int:
         if is_torch_tensor(t) and getattr(t, "is_cuda", False):
             import torch  # the caller's own torch: already imported
 
-            return int(torch.cuda.current_stream(t.device).cuda_stream)
+            # The current stream's raw handle (what torch.cuda.current_stream
+            # wraps in an object first).
+            return int(torch._C._cuda_getCurrentRawStream(t.get_device()))
     if any(is_cupy_array(t) for t in present):
         import cupy
 

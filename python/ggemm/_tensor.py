@@ -158,21 +158,35 @@ def _device_hint(obj: Any) -> Optional[int]:
     return None
 
 
+# Per torch dtype and layout object, what _from_torch derives from it: read
+# once, since every call describes six or more tensors.
+_TORCH_DTYPE_NAMES: dict = {}
+_TORCH_LAYOUT_IS_STRIDED: dict = {}
+
+
 def _from_torch(obj: Any, name: str) -> TensorInfo:
-    if not obj.is_cuda:
+    device = obj.get_device()  # the CUDA ordinal; -1 on the CPU
+    if device < 0 or not obj.is_cuda:
         raise ValueError(f"{name}: ggemm needs a CUDA tensor; this one is on {obj.device}")
-    if str(getattr(obj, "layout", "torch.strided")) != "torch.strided":
+    layout = obj.layout
+    strided = _TORCH_LAYOUT_IS_STRIDED.get(layout)
+    if strided is None:
+        strided = _TORCH_LAYOUT_IS_STRIDED.setdefault(layout, str(layout) == "torch.strided")
+    if not strided:
         raise ValueError(f"{name}: ggemm needs a dense (strided) tensor; got layout {obj.layout}")
-    dtype = _dtype_hint(obj)
+    dtype = _TORCH_DTYPE_NAMES.get(obj.dtype)
+    if dtype is None:
+        dtype = _TORCH_DTYPE_NAMES.setdefault(obj.dtype, _dtype_hint(obj))
     if dtype not in ITEMSIZE:
         raise TypeError(f"{name}: dtype {obj.dtype} is not one ggemm reads")
     return TensorInfo(
         name=name,
-        ptr=int(obj.data_ptr()),
-        shape=tuple(int(s) for s in obj.shape),
+        ptr=obj.data_ptr(),
+        shape=tuple(obj.shape),
         dtype=dtype,
-        strides=tuple(int(s) for s in obj.stride()),
-        device=obj.device.index,
+        # None = C-contiguous (PyTorch says so without a walk over the strides)
+        strides=None if obj.is_contiguous() else obj.stride(),
+        device=device,
         source="torch",
     )
 
