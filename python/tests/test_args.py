@@ -237,6 +237,17 @@ class FakeTorchTensor:
     def stride(self):
         return self._strides
 
+    def get_device(self):
+        return self.device.index if self.is_cuda else -1
+
+    def is_contiguous(self):  # torch's rule: dense row-major, size-1 dimensions' strides ignored
+        expected = 1
+        for size, stride in zip(reversed(self.shape), reversed(self._strides)):
+            if size != 1 and stride != expected:
+                return False
+            expected *= size
+        return True
+
     def element_size(self):
         return 2
 
