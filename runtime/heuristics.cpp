@@ -270,7 +270,7 @@ ggemm_status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &pro
 }
 
 // The accumulate epilogue reads the old C through a ring of staging slots
-// that the producer fills ahead of the epilogues (ptx/sm90/grouped_gemm.cuh;
+// that the producer fills ahead of the epilogues (ptx/sm90/producer.cuh;
 // 2 at least): the most slots, up to 4, beside which the whole reduction
 // still fits in the pipeline (short K: the LoRA expand, whose time is the
 // reads of C in flight; NOTES v0.15), with the short-K stage cap; else 2
