@@ -597,7 +597,7 @@ TEST(Sm90Plan, TwoEpilogueBuffersOnlyWhenTheWholeKFits) {
 }
 
 // Accumulate: the old C comes through a ring of staging slots that the
-// producer fills ahead of the epilogues (ptx/sm90/grouped_gemm.cuh), 2 at
+// producer fills ahead of the epilogues (ptx/sm90/producer.cuh), 2 at
 // least (the kernel frees a whole tile's slot one tile later); up to 4 when
 // the whole K fits beside them (short K, bound by the reads of C in flight).
 TEST(Sm90Plan, AccumulateRingOfOldCSlots) {

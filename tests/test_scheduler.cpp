@@ -496,7 +496,8 @@ TEST(GroupedTileScheduler, BandOrderKeepsSideBySideTilesCompact) {
 
 // The token box a tile's stages load (narrow_mma_width): the narrowest of
 // tile_m, tile_m / 2, ..., 16 that holds the rows, as the consumers'
-// run_mainloop picks its wgmma N; each width below tile_m has its map.
+// MainloopSm90::run (ptx/sm90/consumer.cuh) picks its wgmma N; each width
+// below tile_m has its map.
 TEST(NarrowTokenBoxes, WidthIsTheNarrowestPowerOfTwoHoldingTheRows) {
   for (uint32_t tile_m : {16u, 32u, 64u, 128u, 256u})
     for (uint32_t rows = 1; rows <= tile_m; ++rows) {

@@ -5,8 +5,9 @@
 // persistent kernel (grouped_gemm.cuh) still pays its pipeline for it, a
 // chain of synchronisations per tile (handoff, stage barriers, staging
 // barrier, stores) after a prologue of barrier inits, which a one-tile CTA
-// cannot amortise. Here there is no pipeline and (unsplit) no mbarrier: many small CTAs per SM, each walking the same tiles as the
-// persistent kernel (GroupedTileScheduler, from blockIdx.x by gridDim.x),
+// cannot amortise. Here there is no pipeline and (unsplit) no mbarrier:
+// many small CTAs per SM, each walking the same tiles as the persistent
+// kernel (GroupedTileScheduler, from blockIdx.x by gridDim.x),
 // from a copy of the routing arrays that every CTA loads into shared memory
 // at entry (one memory trip), and per tile:
 //   1. cp.async copies of the tile's weight rows and token rows (and, in
