@@ -146,11 +146,11 @@ uint32_t choose_k_slices(const KernelPlan &p, const GroupedShape &shape, const D
 }
 
 // The accumulate epilogue reads the old C through a ring of staging slots
-// that the producer fills ahead of the epilogues (2 at least): the most
-// slots, up to 4, beside which the whole reduction still fits in the
-// pipeline (short K: the LoRA expand, whose time is the reads of C in
-// flight), with the short-K stage cap; else 2 slots and every stage that
-// fits.
+// that the producer fills ahead of the epilogues (ptx/sm90/producer.cuh; 2
+// at least): the most slots, up to 4, beside which the whole reduction still
+// fits in the pipeline (short K: the LoRA expand, whose time is the reads of
+// C in flight), with the short-K stage cap; else 2 slots and every stage
+// that fits.
 Status size_accumulate_ring(const DeviceProps &props, const GroupedShape &shape, int64_t k_iters,
                                   KernelPlan *p) {
   for (uint32_t slots = sm90::kMaxStagingBuffers; slots > 2; --slots) {
