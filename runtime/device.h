@@ -34,7 +34,7 @@ struct DeviceProps {
   int sm_count = 0;
   int smem_optin = 0;  // opt-in shared memory per block, bytes
   // Whether the driver encodes K-sliced tensor maps (a dimension whose stride
-  // is smaller than the one before it; GroupedGemmParams::k_slices): asked
+  // is smaller than the one before it; Sm90GroupedParams::k_slices): asked
   // once by Device::create; plans use one slice per stage without them.
   bool sliced_tensor_maps = true;
 };

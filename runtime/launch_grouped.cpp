@@ -7,6 +7,7 @@
 
 #include "ptx/blocks/grouped_params.h"
 #include "ptx/blocks/l2_prefetch.h"
+#include "ptx/sm90/params.h"
 #include "runtime/debug.h"
 #include "runtime/tensor_map.h"
 #include "runtime/trace.h"
@@ -23,7 +24,7 @@ CUtensorMapDataType tma_dtype(ggemm_dtype t) {
   return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
 }
 
-// K-sliced views (GroupedGemmParams::k_slices): the slice index is a
+// K-sliced views (Sm90GroupedParams::k_slices): the slice index is a
 // dimension of its own, 128 bytes apart, so one box carries k_slices
 // 64-wide slices of K, each landing as the usual 128B-swizzled tile.
 Status encode_sliced_operands(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k,
@@ -43,34 +44,27 @@ Status encode_sliced_operands(const Driver &drv, const GroupedLaunch &a, const K
   return encode_tensor_map(drv, weights, &p->tmap_weights);
 }
 
-// The tensor maps of the call's own pointers (never cached): operands and
-// output views.
-Status encode_tensor_maps(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k,
-                                GroupedGemmParams *p) {
+// The activations in boxes of `box_rows` token rows by one swizzle span of K.
+Status encode_token_map(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k, uint32_t box_rows,
+                        CUtensorMap *out) {
   const GroupedShape &s = a.shape;
-  const uint32_t tile_k = k.swizzle_bytes / 2;
-  const uint32_t in_bytes = dtype_bytes(s.a_dtype), out_bytes = dtype_bytes(s.c_dtype);
+  return encode_tensor_map(drv,
+                           {"activations", a.a, tma_dtype(s.a_dtype), dtype_bytes(s.a_dtype), 2,
+                            {uint64_t(s.k), uint64_t(a.a_rows), 0}, {k.swizzle_bytes / 2, box_rows, 0},
+                            tma_swizzle_for_bytes(k.swizzle_bytes)},
+                           out);
+}
+
+// The operands' tensor maps, of the call's own pointers (never cached).
+Status encode_operand_maps(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k, GroupedGemmParams *p) {
+  const GroupedShape &s = a.shape;
+  const uint32_t tile_k = k.swizzle_bytes / 2, in_bytes = dtype_bytes(s.a_dtype);
   // K-major weights narrower than a tile (LoRA shrink's 3R rows) load only
   // their rows (k.weights_box_rows).
   if (k.k_slices > 1) {
     GGEMM_RETURN_IF_ERROR(encode_sliced_operands(drv, a, k, p));
   } else {
-    // The activations in boxes of `box_rows` token rows.
-    auto encode_tokens = [&](uint32_t box_rows, CUtensorMap *out) {
-      return encode_tensor_map(drv,
-                               {"activations", a.a, tma_dtype(s.a_dtype), in_bytes, 2,
-                                {uint64_t(s.k), uint64_t(a.a_rows), 0}, {tile_k, box_rows, 0},
-                                tma_swizzle_for_bytes(k.swizzle_bytes)},
-                               out);
-    };
-    GGEMM_RETURN_IF_ERROR(encode_tokens(k.tile_m / k.cluster_size, &p->tmap_tokens));
-    // The same activations in boxes of each MMA width below tile_m
-    // (GroupedGemmParams::tmap_tokens_narrow).
-    if (k.narrow_token_boxes) {
-      for (uint32_t i = 0; narrow_token_map_exists(i, k.tile_m); ++i)
-        GGEMM_RETURN_IF_ERROR(encode_tokens(16u << i, &p->tmap_tokens_narrow[i]));
-      p->narrow_token_boxes = 1;
-    }
+    GGEMM_RETURN_IF_ERROR(encode_token_map(drv, a, k, k.tile_m / k.cluster_size, &p->tmap_tokens));
     if (s.transpose_b) {
       GGEMM_RETURN_IF_ERROR(encode_tensor_map(drv,
                                               {"weights", a.b, tma_dtype(s.a_dtype), in_bytes, 3,
@@ -87,6 +81,20 @@ Status encode_tensor_maps(const Driver &drv, const GroupedLaunch &a, const Kerne
                                               &p->tmap_weights));
     }
   }
+  return OkStatus();
+}
+
+// The sm_90a persistent kernel's own maps: the activations in boxes of each
+// MMA width below tile_m (Sm90GroupedParams::tmap_tokens_narrow), and the
+// output views its epilogue stores through.
+Status encode_sm90_maps(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k, Sm90GroupedParams *p) {
+  const GroupedShape &s = a.shape;
+  if (k.narrow_token_boxes) {
+    for (uint32_t i = 0; narrow_token_map_exists(i, k.tile_m); ++i)
+      GGEMM_RETURN_IF_ERROR(encode_token_map(drv, a, k, 16u << i, &p->tmap_tokens_narrow[i]));
+    p->narrow_token_boxes = 1;
+  }
+  const uint32_t out_bytes = dtype_bytes(s.c_dtype);
   static const char *const kViewNames[3] = {"output segment 0", "output segment 1", "output segment 2"};
   for (int v = 0; v < 3; ++v) {
     const OutputViewDesc &view = a.views[v];
@@ -116,19 +124,18 @@ void set_l2_prefetch(const GroupedLaunch &a, int64_t grid, GroupedGemmParams *p)
 
 // The kernel parameters: the tensor maps (none for the short-K kernels,
 // which load through the pointers: they stay zero), the output views, the
-// routing arrays and the plan's pipeline.
+// routing arrays and the plan's pipeline; the sm_90a kernels' own fields
+// only for them (an sm_100a kernel is passed the GroupedGemmParams part).
 Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k, int64_t grid,
-                         GroupedGemmParams *out) {
+                   Sm90GroupedParams *out) {
   const GroupedShape &s = a.shape;
-  GroupedGemmParams p{};
+  Sm90GroupedParams p{};
   if (k.persistent()) {
-    GGEMM_RETURN_IF_ERROR(encode_tensor_maps(drv, a, k, &p));
+    GGEMM_RETURN_IF_ERROR(encode_operand_maps(drv, a, k, &p));
     set_l2_prefetch(a, grid, &p);
   }
   for (int v = 0; v < 3; ++v)
     p.out[v] = OutputView{a.views[v].base, uint32_t(a.views[v].ld), uint32_t(a.views[v].col_offset)};
-  p.tokens = a.a;
-  p.weights = a.b;
   p.row_scale = a.row_scale;
   p.a_offsets = a.a_offsets;
   p.expert_ids = a.expert_ids;
@@ -146,11 +153,16 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
   p.alpha = a.alpha;
   p.epilogue = uint32_t(s.epilogue);
   p.stages = k.stages;
-  p.staging_buffers = k.staging_buffers;
   p.swizzle_bytes = k.swizzle_bytes;
   p.weights_box_rows = k.weights_box_rows;
-  p.k_slices = k.k_slices;
-  p.consumer_warpgroups = k.consumer_warpgroups;
+  if (k.kernel->arch == Arch::kSm90a) {
+    if (k.persistent()) GGEMM_RETURN_IF_ERROR(encode_sm90_maps(drv, a, k, &p));
+    p.tokens = a.a;
+    p.weights = a.b;
+    p.staging_buffers = k.staging_buffers;
+    p.k_slices = k.k_slices;
+    p.consumer_warpgroups = k.consumer_warpgroups;
+  }
   *out = p;
   return OkStatus();
 }
@@ -219,7 +231,7 @@ Status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   }
   const int64_t grid = clusters * k.cluster_size;
   lc.gridDimX = uint32_t(grid);
-  GroupedGemmParams p;
+  Sm90GroupedParams p;
   GGEMM_RETURN_IF_ERROR(fill_params(drv, a, k, grid, &p));
   if (debug_enabled()) print_launch(a, k, grid, p);
 
@@ -227,7 +239,8 @@ Status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   LaunchTrace trace;
   GGEMM_RETURN_IF_ERROR(trace.begin(drv, stream, lc.gridDimX, &p));
 #endif
-  void *params[] = {&p};
+  void *params[] = {k.kernel->arch == Arch::kSm90a ? static_cast<void *>(&p)
+                                                   : static_cast<void *>(static_cast<GroupedGemmParams *>(&p))};
   GGEMM_CU(drv, cuLaunchKernelEx(&lc, function, params, nullptr));
 #if GGEMM_TRACE
   TraceFileHeader header{};

@@ -30,7 +30,7 @@ struct TensorMapSpec {
 Status encode_tensor_map(const Driver &drv, const TensorMapSpec &spec, CUtensorMap *out);
 
 // Whether this driver encodes K-sliced views (a dimension whose stride is
-// smaller than the one before it: GroupedGemmParams::k_slices). Asked once
+// smaller than the one before it: Sm90GroupedParams::k_slices). Asked once
 // per process with a dummy address; the launch plans one slice per stage
 // when not.
 bool sliced_views_supported(const Driver &drv);

@@ -1472,7 +1472,7 @@ TEST(DeviceArch, OnlyComputeCapability90And100HaveKernels) {
 }
 
 // One multiplying consumer warpgroup when N <= 64 with K-major weights and no
-// cluster (GroupedGemmParams::consumer_warpgroups): its slot ends 64 rows
+// cluster (Sm90GroupedParams::consumer_warpgroups): its slot ends 64 rows
 // past the last slice's box instead of 128, and only its staging is kept.
 TEST(Sm90Plan, OneConsumerWarpgroupWhenNFitsInIt) {
   EXPECT_EQ(sm90::weights_stage_rows(2, 48, 1), 2u * 48 + 16);

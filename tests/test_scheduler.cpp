@@ -17,6 +17,7 @@
 #include "ptx/blocks/routing_check.h"
 #include "ptx/blocks/cluster_tiles.h"
 #include "ptx/blocks/grouped_params.h"
+#include "ptx/sm90/params.h"
 #include "ptx/blocks/tile_scheduler.h"
 
 namespace ggemm {

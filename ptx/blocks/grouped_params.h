@@ -1,5 +1,8 @@
 // Kernel parameters of the grouped GEMM, shared by the runtime (which fills
-// them) and the kernels (which read them as one __grid_constant__ argument).
+// them) and the kernels (which read them as one __grid_constant__ argument):
+// what every architecture's kernels read. An architecture's own fields are in
+// a struct that extends this one (ptx/sm90/params.h); the sm_100a kernels
+// take this one as it is.
 #pragma once
 #include <cuda.h>
 
@@ -25,46 +28,10 @@ struct OutputView {
   uint32_t col_offset;  // the segment's first column
 };
 
-// The narrow MMA widths below tile_m that have a token box of their own:
-// 16, 32, 64 and 128 rows (GroupedGemmParams::tmap_tokens_narrow).
-constexpr uint32_t kNarrowTokenMaps = 4;
-
-// The narrowest MMA width (tile_m, tile_m / 2, ..., 16) that covers `rows`:
-// the wgmma N the sm_90a consumers run a tile with (a group's last, partial
-// row block costs only the width it needs), and the rows of its token box.
-GGEMM_HOST_DEVICE constexpr uint32_t narrow_mma_width(uint32_t rows, uint32_t tile_m) {
-  uint32_t n = tile_m;
-  while (n > 16 && rows <= n / 2) n /= 2;
-  return n;
-}
-
-// The tmap_tokens_narrow entry of a width below tile_m (16 << index).
-GGEMM_HOST_DEVICE constexpr uint32_t narrow_token_map_index(uint32_t width) {
-  return width <= 16 ? 0u : width <= 32 ? 1u : width <= 64 ? 2u : 3u;
-}
-
-// Whether entry `index` (boxes of 16 << index rows) exists for tile_m: only
-// widths below tile_m get one. The runtime encodes exactly these and the
-// kernel prefetches exactly these.
-GGEMM_HOST_DEVICE constexpr bool narrow_token_map_exists(uint32_t index, uint32_t tile_m) {
-  return index < kNarrowTokenMaps && (16u << index) < tile_m;
-}
-
 struct GroupedGemmParams {
   CUtensorMap tmap_tokens;   // activations [planes * M, K], box {tile_k, tile_m}
   CUtensorMap tmap_weights;  // weights, 3-D: {K, N, E} (K-major) or {N, K, E}
-  CUtensorMap tmap_out[3];   // per segment: [rows, width], box {128 bytes, staged tokens}
-  // sm_90a, one K slice a stage, no cluster (narrow_token_boxes = 1): the
-  // activations again with boxes of 16 << i rows, for the tiles whose MMA
-  // is narrower than tile_m (a group's last row block; narrow_mma_width):
-  // such a tile loads only the token rows its MMA reads. Entries for widths
-  // of tile_m or more stay zero.
-  CUtensorMap tmap_tokens_narrow[kNarrowTokenMaps];
   OutputView out[3];         // per segment, for the masked edge stores
-  // The operands' own pointers: activations [planes * M, K] and weights, for
-  // the kernels that load without tensor maps (ptx/sm90/short_k_gemm.cuh).
-  const void *tokens;
-  const void *weights;
   const float *row_scale;    // [M], kEpilogueRowScale only
   const uint32_t *a_offsets;
   const int32_t *expert_ids;
@@ -79,28 +46,12 @@ struct GroupedGemmParams {
   float alpha;              // multiplies every result (LoRA scale; 1 otherwise)
   uint32_t epilogue;
   uint32_t stages;
-  uint32_t staging_buffers;  // epilogue buffers per consumer warpgroup (1 or 2; accumulate: 2 to 4)
   uint32_t swizzle_bytes;  // 128, 64 or 32: one K-major smem row; tile_k = swizzle_bytes / 2
   // K-major weights: rows of each TMA box, 128, or N rounded up to 8 when N
   // is narrower (LoRA shrink: 3R rows), so no stage moves rows past N (the
   // MMA rows past the box read stale shared memory into accumulator rows
   // that are never stored). MN-major weights: 128.
   uint32_t weights_box_rows;
-  // Slices of K (tile_k wide) per pipeline stage: 1, or with K-sliced views
-  // (K-major weights, no cluster, K a multiple of tile_k, the 128-byte
-  // swizzle) 2 or 4 — one TMA
-  // box per operand carries them all: tmap_tokens is then 3-D {tile_k, rows,
-  // K / tile_k} and tmap_weights 4-D {tile_k, N, K / tile_k, E}, both with
-  // the slice dimension 128 bytes apart (a narrow stage costs per box, not
-  // per byte, so fewer, larger boxes are faster).
-  uint32_t k_slices;
-  uint32_t narrow_token_boxes;  // 1: tmap_tokens_narrow is encoded (sm_90a, k_slices 1, no cluster)
-  // sm_90a: the consumer warpgroups that multiply, 2, or 1 when N <= 64
-  // (K-major weights, no cluster): the second one's 64 weight rows would all
-  // lie past N, so it takes no tiles, and the stage's weight slot ends 64
-  // rows past the last slice's box instead of 128 (weights_stage_rows:
-  // deeper pipelines for the LoRA shrink). sm_100a: unused.
-  uint32_t consumer_warpgroups;
   // Operands small enough to stage in L2 at kernel start (activations,
   // weights; null / 0 = not prefetched; which: l2_prefetch_worthwhile):
   // each CTA prefetches its 1 / gridDim share (ptx/blocks/l2_prefetch.h).

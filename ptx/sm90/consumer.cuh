@@ -5,7 +5,7 @@
 // tile_k = Swizzle / 2) and Slices (K slices a stage) are fixed per consumer
 // loop, so each stage's wgmmas are unrolled.
 #pragma once
-#include "../blocks/grouped_params.h"
+#include "params.h"
 #include "../blocks/pipeline.h"
 #include "../blocks/trace.h"
 #include "../instr/cluster.h"
@@ -25,7 +25,7 @@ struct MainloopSm90 {
   // prefix of the m64n(2N)k16 fragment, so the narrower MMA accumulates into
   // acc's prefix.
   template <uint32_t Swizzle, uint32_t Slices, int N>
-  GGEMM_DEVICE static void run(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout, uint64_t *full,
+  GGEMM_DEVICE static void run(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout, uint64_t *full,
                                uint64_t *empty, uint32_t cw, uint32_t rows, RingPosition &pipe,
                                float (&acc)[Cfg::kAccRegs], TraceWriter &trace) {
     if constexpr (N > 16) {
@@ -39,7 +39,7 @@ struct MainloopSm90 {
   }
 
   template <uint32_t Swizzle, uint32_t Slices, int N>
-  GGEMM_DEVICE static void mainloop(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout, uint64_t *full,
+  GGEMM_DEVICE static void mainloop(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout, uint64_t *full,
                                     uint64_t *empty, uint32_t cw, uint32_t k_iters, RingPosition &pipe,
                                     float (&acc)[N / 2], TraceWriter &trace) {
     uint32_t prev_stage = 0;

@@ -7,7 +7,7 @@
 // producer loaded into the staging slot and stores from the same slot.
 // Cfg is the kernel's GroupedGemmSm90Config.
 #pragma once
-#include "../blocks/grouped_params.h"
+#include "params.h"
 #include "../blocks/out_convert.h"
 #include "../blocks/tile_scheduler.h"
 #include "../instr/barrier.h"
@@ -57,7 +57,7 @@ struct EpilogueSm90 {
   // the staging tile. Writing acc here (scaling in place, zeroing) would be a
   // non-wgmma definition of the accumulators inside the tile loop, and ptxas
   // then serialises every wgmma of the mainloop (C7515).
-  GGEMM_DEVICE static void store(const GroupedGemmParams &p, const GroupedTile &tile, bool active, uint32_t cw,
+  GGEMM_DEVICE static void store(const Sm90GroupedParams &p, const GroupedTile &tile, bool active, uint32_t cw,
                                  uint32_t tid, uint8_t *staging_base, StagingBuffers &staging_buffers,
                                  const float (&acc)[Cfg::kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
@@ -127,7 +127,7 @@ struct EpilogueSm90 {
   // Masked 16-byte stores of a staged chunk at edges: rows past the group's
   // end and columns past the segment's end are skipped; with `crosses`, each
   // 8-column piece goes to its own segment.
-  GGEMM_DEVICE static void masked_stores(const GroupedGemmParams &p, uint32_t tid, const uint8_t *staging,
+  GGEMM_DEVICE static void masked_stores(const Sm90GroupedParams &p, uint32_t tid, const uint8_t *staging,
                                          uint32_t rows, uint32_t cols, uint32_t col0, int32_t row0, bool crosses,
                                          const OutputView &view) {
     constexpr uint32_t kElemsPerChunk = 16 / Cfg::kOutBytes;
@@ -150,7 +150,7 @@ struct EpilogueSm90 {
   // output adds its old value in fp32 (stage_chunk) and goes back out from
   // the same slot, by one TMA store when the tile is whole, else by masked
   // stores. Then the slot is given back (OldCRing says when).
-  GGEMM_DEVICE static void store_accumulate(const GroupedGemmParams &p, const GroupedTile &tile, uint32_t cw,
+  GGEMM_DEVICE static void store_accumulate(const Sm90GroupedParams &p, const GroupedTile &tile, uint32_t cw,
                                             uint32_t tid, uint8_t *staging_base, const OldCBarriers &c, OldCRing &ring,
                                             const float (&acc)[Cfg::kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
@@ -206,7 +206,7 @@ struct EpilogueSm90 {
   // buffer as the output type: alpha, then the routing weight (kScale) or
   // the old value already loaded into the buffer (kAccumulate).
   template <bool kScale, bool kAccumulate>
-  GGEMM_DEVICE static void stage_chunk(const GroupedGemmParams &p, const GroupedTile &tile, uint32_t h, uint32_t warp,
+  GGEMM_DEVICE static void stage_chunk(const Sm90GroupedParams &p, const GroupedTile &tile, uint32_t h, uint32_t warp,
                                        uint32_t lane, uint8_t *staging, const float (&acc)[Cfg::kAccRegs]) {
     // The routing weight of token 8j + 2 * (lane % 4) + odd.
     auto row_scale = [&](int j, int odd) {

@@ -16,7 +16,7 @@
 //                issuing TMA loads of each tile's weights and tokens into a
 //                ring of `stages` buffers (full/empty mbarrier pairs). With
 //                K-sliced views a stage holds 2 or 4 slices of K, one box per
-//                operand (GroupedGemmParams::k_slices: narrow stages are slow
+//                operand (Sm90GroupedParams::k_slices: narrow stages are slow
 //                per stage, not per byte). A tile narrower than tile_m loads
 //                only the token rows its MMA reads (tmap_tokens_narrow).
 //   warpgroups 1, 2  consumers: wgmma from shared-memory descriptors into
@@ -42,7 +42,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../blocks/grouped_params.h"
+#include "params.h"
 #include "../blocks/kernel_shape.h"
 #include "../blocks/l2_prefetch.h"
 #include "../blocks/routing_check.h"
@@ -73,7 +73,7 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static_assert(ClusterM == 1 || (ClusterM == 2 && TileM >= 32), "clusters of 1, or pairs splitting >= 32 tokens");
   static constexpr uint32_t kPairTileN = kTileN * ClusterM;    // features a cluster's tile covers
   static constexpr uint32_t kTokensPerCta = TileM / ClusterM;  // token rows each CTA loads (and multicasts)
-  // K-sliced stages (GroupedGemmParams::k_slices): K-major weights, no
+  // K-sliced stages (Sm90GroupedParams::k_slices): K-major weights, no
   // cluster (a pair's multicast halves would interleave the slices).
   static constexpr bool kSlicedViews = Layout == WeightLayout::kKMajor && ClusterM == 1;
   static_assert(TileM % 16 == 0 && TileM >= 16 && TileM <= 256 && !(sizeof(OutT) == 4 && TileM > 128),
@@ -91,7 +91,7 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static constexpr uint32_t kStageChunks = TileM / kStageTokens;
   static constexpr uint32_t kStagingBytes = kBoxes * kStageTokens * 128;
   static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
-  // The consumer warpgroups that multiply (GroupedGemmParams::
+  // The consumer warpgroups that multiply (Sm90GroupedParams::
   // consumer_warpgroups): one when N <= 64, for K-major weights without a
   // cluster; otherwise both.
   static constexpr bool kOneConsumerAllowed = Layout == WeightLayout::kKMajor && ClusterM == 1;
@@ -101,16 +101,16 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static constexpr bool kSupportsAccumulate = GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(TileM);
   static_assert(!kSupportsAccumulate || kStageChunks == 1, "accumulate: one staging chunk per tile");
 
-  GGEMM_DEVICE static uint32_t k_slices(const GroupedGemmParams &p) { return kSlicedViews ? p.k_slices : 1u; }
-  GGEMM_DEVICE static uint32_t consumers(const GroupedGemmParams &p) {
+  GGEMM_DEVICE static uint32_t k_slices(const Sm90GroupedParams &p) { return kSlicedViews ? p.k_slices : 1u; }
+  GGEMM_DEVICE static uint32_t consumers(const Sm90GroupedParams &p) {
     return kOneConsumerAllowed ? p.consumer_warpgroups : kConsumerWarpgroups;
   }
-  GGEMM_DEVICE static bool accumulates(const GroupedGemmParams &p) {
+  GGEMM_DEVICE static bool accumulates(const Sm90GroupedParams &p) {
     return kSupportsAccumulate && p.epilogue == kEpilogueAccumulate;
   }
   // Narrow token boxes: one slice of K a stage, no cluster (the runtime
   // encodes them only then).
-  GGEMM_DEVICE static bool narrow_token_boxes(const GroupedGemmParams &p) {
+  GGEMM_DEVICE static bool narrow_token_boxes(const Sm90GroupedParams &p) {
     return ClusterM == 1 && k_slices(p) == 1 && p.narrow_token_boxes != 0;
   }
 
@@ -145,7 +145,7 @@ template <typename Elem, typename Out, int TileM, WeightLayout Layout, int Clust
 struct GroupedGemmSm90 {
   using Cfg = GroupedGemmSm90Config<Elem, Out, TileM, Layout, ClusterM>;
 
-  GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
+  GGEMM_DEVICE static void run(const Sm90GroupedParams &p) {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + kSmemAlign - 1) &
                                                 ~uintptr_t(kSmemAlign - 1));
@@ -252,7 +252,7 @@ struct GroupedGemmSm90 {
   // A consumer warpgroup (cw 0 or 1): for each handed-off tile, its
   // mainloop, then its epilogue.
   template <uint32_t Swizzle, uint32_t Slices = 1>
-  GGEMM_DEVICE static void consume(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout, uint64_t *full,
+  GGEMM_DEVICE static void consume(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout, uint64_t *full,
                                    uint64_t *empty, const OldCBarriers &c, uint32_t cw) {
     // k_iters and the staging address are recomputed per tile where used:
     // at tile_m 256 the accumulators leave no registers to keep them live.
@@ -287,7 +287,7 @@ struct GroupedGemmSm90 {
   // One tile of a consumer warpgroup: its mainloop (none for an inactive
   // group's tile, whose outputs the epilogue zeroes), then its epilogue.
   template <uint32_t Swizzle, uint32_t Slices>
-  GGEMM_DEVICE static void consume_tile(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
+  GGEMM_DEVICE static void consume_tile(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout,
                                         uint64_t *full, uint64_t *empty, const OldCBarriers &c, uint32_t cw,
                                         uint32_t tid, const GroupedTile &tile, uint32_t tile_index, RingPosition &pipe,
                                         float (&acc)[Cfg::kAccRegs], StagingBuffers &staging_buffers, OldCRing &c_ring,

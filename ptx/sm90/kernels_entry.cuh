@@ -8,7 +8,7 @@
 
 #define GGEMM_SM90_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                            \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                    \
-      GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF)(const __grid_constant__ ggemm::GroupedGemmParams p) { \
+      GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
     using namespace ggemm::sm90;                                                              \
     GroupedGemmSm90<E, O, TM, L, CL>::run(p);                                                 \
   }
@@ -17,12 +17,12 @@
 // runtime sizes the grid by it, runtime/launch_grouped.cpp).
 #define GGEMM_SM90_DEFINE_SHORT_K_KERNEL(E, EN, O, ON, TM)                                                   \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kShortKThreads, ggemm::sm90::kShortKMinBlocksPerSm) \
-      GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::GroupedGemmParams p) {     \
+      GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::Sm90GroupedParams p) {     \
     ggemm::sm90::ShortKGroupedGemmSm90<E, O, TM>::run(p);                                                   \
   }
 #define GGEMM_SM90_DEFINE_SHORT_K_SPLIT_KERNEL(E, EN, O, ON, TM)                                             \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kShortKThreads, ggemm::sm90::kShortKMinBlocksPerSm) \
-      GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::GroupedGemmParams p) { \
+      GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
     static_assert(ggemm::sm90::kShortKSplit == 8, "the entry points' names say _split8");                       \
     ggemm::sm90::ShortKGroupedGemmSm90<E, O, TM, ggemm::sm90::kShortKSplit>::run(p);                             \
   }

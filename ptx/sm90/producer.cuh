@@ -4,7 +4,7 @@
 // epilogue. Cfg is the kernel's GroupedGemmSm90Config.
 #pragma once
 #include "../blocks/cluster_tiles.h"
-#include "../blocks/grouped_params.h"
+#include "params.h"
 #include "../blocks/pipeline.h"
 #include "../blocks/tile_handoff.h"
 #include "../blocks/tile_scheduler.h"
@@ -30,7 +30,7 @@ struct TileWalkerSm90 {
   }
 
   // One thread of warp 1.
-  GGEMM_DEVICE static void run(const GroupedGemmParams &p, uint8_t *handoff_region) {
+  GGEMM_DEVICE static void run(const Sm90GroupedParams &p, uint8_t *handoff_region) {
     GroupedTileScheduler sched(grouped_problem(p), Cfg::kTileM, Cfg::kPairTileN);
     TileHandoff handoff;
     GroupedTile pair;
@@ -57,7 +57,7 @@ struct TileWalkerSm90 {
 template <class Cfg>
 struct ProducerSm90 {
   // One thread of warp 0.
-  GGEMM_DEVICE static void run(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout, uint64_t *full,
+  GGEMM_DEVICE static void run(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout, uint64_t *full,
                                uint64_t *empty, uint64_t *c_full, uint64_t *c_empty) {
     const uint32_t tile_k = p.swizzle_bytes / 2;
     const uint32_t k_iters = k_stages(p.k, tile_k, Cfg::k_slices(p));
@@ -116,7 +116,7 @@ struct ProducerSm90 {
   // well (TMA zero-fills past the tensor; counted either way) and never
   // written back. No span_segments with accumulate: the tile's segment holds
   // all its columns.
-  GGEMM_DEVICE static void load_old_c(const GroupedGemmParams &p, const GroupedTile &tile, uint8_t *slot0,
+  GGEMM_DEVICE static void load_old_c(const Sm90GroupedParams &p, const GroupedTile &tile, uint8_t *slot0,
                                       uint64_t *bar) {
     const OutputView &view = p.out[tile.segment];
     ptx::mbarrier_arrive_expect_tx(bar, Cfg::consumers(p) * Cfg::kStagingBytes);
@@ -134,7 +134,7 @@ struct ProducerSm90 {
   // k_slices slices in one box per operand (past K: zero-filled, their bytes
   // still counted). `tokens`: the tile's token map (one slice a stage, no
   // cluster: tmap_tokens or a narrow one).
-  GGEMM_DEVICE static void load_stage(const GroupedGemmParams &p, uint8_t *w, uint8_t *x, uint64_t *bar, uint32_t ki,
+  GGEMM_DEVICE static void load_stage(const Sm90GroupedParams &p, uint8_t *w, uint8_t *x, uint64_t *bar, uint32_t ki,
                                       const GroupedTile &tile, const CUtensorMap *tokens, int32_t token_row,
                                       uint32_t r) {
     const uint32_t tile_k = p.swizzle_bytes / 2;

@@ -45,7 +45,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../blocks/grouped_params.h"
+#include "params.h"
 #include "../blocks/out_convert.h"
 #include "../blocks/routing_check.h"
 #include "../blocks/tile_scheduler.h"
@@ -76,7 +76,7 @@ struct ShortKGroupedGemmSm90 {
   static constexpr uint32_t kChunkElems = 16 / kOutBytes;  // outputs per 16-byte chunk
   static constexpr uint32_t kChunksPerRow = kTileN / kChunkElems;
 
-  GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
+  GGEMM_DEVICE static void run(const Sm90GroupedParams &p) {
     extern __shared__ __align__(16) uint8_t smem[];
     const ShortKLayout layout = make_short_k_layout(TileM, p.k, kOutBytes, KSplit);
     if constexpr (KSplit > 1) {
@@ -127,7 +127,7 @@ struct ShortKGroupedGemmSm90 {
   // (group_row_blocks_bound; each group's end loaded in the same trip),
   // summed per warp beside the table, so the one barrier publishes them
   // too; without the table, from M and the group count.
-  GGEMM_DEVICE static GroupedProblem stage_routing(const GroupedGemmParams &p, uint8_t *smem,
+  GGEMM_DEVICE static GroupedProblem stage_routing(const Sm90GroupedParams &p, uint8_t *smem,
                                                    const ShortKLayout &layout, uint64_t *row_blocks) {
     constexpr uint32_t kOffsetLoads = ceil_div(kShortKTableGroups + 1, kShortKThreads);
     constexpr uint32_t kIdLoads = ceil_div(kShortKTableGroups, kShortKThreads);
@@ -188,12 +188,12 @@ struct ShortKGroupedGemmSm90 {
 
   // The segment (output view) of tile column `col`: the tile's, or with
   // span_segments each 8-column chunk's own (splits are multiples of 8).
-  GGEMM_DEVICE static uint32_t segment_of(const GroupedGemmParams &p, const GroupedTile &tile, uint32_t col) {
+  GGEMM_DEVICE static uint32_t segment_of(const Sm90GroupedParams &p, const GroupedTile &tile, uint32_t col) {
     return p.span_segments ? output_segment(p, tile.col0 + col) : tile.segment;
   }
 
   // Where output (tile row `row`, tile column `col`) lives.
-  GGEMM_DEVICE static Out *output_at(const GroupedGemmParams &p, const GroupedTile &tile, uint32_t row,
+  GGEMM_DEVICE static Out *output_at(const Sm90GroupedParams &p, const GroupedTile &tile, uint32_t row,
                                      uint32_t col) {
     const OutputView &view = p.out[segment_of(p, tile, col)];
     return reinterpret_cast<Out *>(view.base) + size_t(tile.row0 + row) * view.ld + (tile.col0 + col - view.col_offset);
@@ -203,7 +203,7 @@ struct ShortKGroupedGemmSm90 {
   // into shared memory at `dst` (row stride layout.row_bytes); rows past
   // `valid_rows` and the chunks past K up to the MMA's 16 are zero-filled.
   template <uint32_t Rows>
-  GGEMM_DEVICE static void copy_operand_rows(const GroupedGemmParams &p, const Elem *src, uint32_t valid_rows,
+  GGEMM_DEVICE static void copy_operand_rows(const Sm90GroupedParams &p, const Elem *src, uint32_t valid_rows,
                                              uint32_t dst, const ShortKLayout &layout) {
     const uint32_t row_chunks = layout.row_bytes / 16 - 1;  // K rounded up to 16, in 16-byte chunks
     const uint32_t k_chunks = p.k / 8;                      // the chunks that hold K (the rest: zeros)
@@ -222,7 +222,7 @@ struct ShortKGroupedGemmSm90 {
   // (tokens), never stored (the LoRA shrink's tile has 48 of 128).
   // (Per-thread 16-byte cp.asyncs are much slower for slices of tens of
   // KB.)
-  GGEMM_DEVICE static void bulk_copy_rows(const GroupedGemmParams &p, const Elem *src, uint32_t valid_rows,
+  GGEMM_DEVICE static void bulk_copy_rows(const Sm90GroupedParams &p, const Elem *src, uint32_t valid_rows,
                                           uint32_t k_valid, uint8_t *dst, const ShortKLayout &layout,
                                           uint64_t *landed) {
     for (uint32_t row = threadIdx.x; row < valid_rows; row += kShortKThreads) {
@@ -307,7 +307,7 @@ struct ShortKGroupedGemmSm90 {
       for (int tb = 0; tb < kTokenBlocks; ++tb) ptx::mma_m16n8k16<Elem>(acc[fb][tb], a[fb], b[tb][0], b[tb][1]);
   }
 
-  GGEMM_DEVICE static void multiply_tile(const GroupedGemmParams &p, const GroupedTile &tile, uint8_t *smem,
+  GGEMM_DEVICE static void multiply_tile(const Sm90GroupedParams &p, const GroupedTile &tile, uint8_t *smem,
                                          const ShortKLayout &layout, uint32_t rank, uint32_t &rounds) {
     const bool active = tile.expert >= 0;
     const bool accumulate = p.epilogue == kEpilogueAccumulate;

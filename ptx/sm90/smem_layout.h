@@ -19,13 +19,13 @@ constexpr uint32_t kSmemAlign = 1024;     // 128B-swizzled tiles need 1024-byte 
 constexpr uint32_t kMaxStagingBuffers = 4;
 
 // A stage holds `k_slices` slices of K, tile_k wide each (one swizzle span;
-// more than one only with K-sliced TMA views, GroupedGemmParams::k_slices).
+// more than one only with K-sliced TMA views, Sm90GroupedParams::k_slices).
 // A K-sliced weight box packs its slices at box_rows rows apiece; the slot
 // ends with the rows the multiplying warpgroups' wgmmas read past the last
 // slice's box (64 rows each: with two, rows 64..127 of each slice), so they
 // never read outside the stage. With one slice and two warpgroups that is
 // the plain 128-row slot. One warpgroup multiplies when N <= 64
-// (GroupedGemmParams::consumer_warpgroups): the second one's rows would all
+// (Sm90GroupedParams::consumer_warpgroups): the second one's rows would all
 // lie past N.
 GGEMM_HOST_DEVICE constexpr uint32_t weights_stage_rows(uint32_t k_slices, uint32_t box_rows,
                                                         uint32_t consumers = kConsumerWarpgroups) {
