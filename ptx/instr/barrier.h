@@ -1,4 +1,5 @@
-// bar.sync: named CTA barriers (PTX ISA 9.7.13.1 "bar, barrier").
+// bar.sync: named CTA barriers (PTX ISA 9.7.13, parallel synchronization
+// and communication, "bar, barrier").
 #pragma once
 #include "arch.h"
 

@@ -1,5 +1,6 @@
-// cvta: generic -> shared-state-space addresses (PTX ISA 9.7.8.19 "cvta"),
-// the 32-bit form every shared-memory operand of the other wrappers takes.
+// cvta: generic -> shared-state-space addresses (PTX ISA 9.7.9, data
+// movement and conversion, "cvta"), the 32-bit form every shared-memory
+// operand of the other wrappers takes.
 #pragma once
 #include "arch.h"
 

@@ -1,4 +1,5 @@
-// elect.sync: one leader lane of a warp (PTX ISA 9.7.13.11 "elect.sync").
+// elect.sync: one leader lane of a warp (PTX ISA 9.7.13, parallel
+// synchronization and communication, "elect.sync").
 #pragma once
 #include "arch.h"
 

@@ -1,5 +1,5 @@
-// Memory fences between the generic and async proxies (PTX ISA 9.7.13.4
-// "membar / fence").
+// Memory fences between the generic and async proxies (PTX ISA 9.7.13,
+// parallel synchronization and communication, "membar / fence").
 #pragma once
 #include "arch.h"
 

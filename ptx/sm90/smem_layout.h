@@ -15,7 +15,7 @@ constexpr uint32_t kThreads = 128 * (1 + kConsumerWarpgroups);
 constexpr uint32_t kSmemAlign = 1024;     // 128B-swizzled tiles need 1024-byte alignment
 // Epilogue staging buffers per consumer warpgroup: 1 or 2 when storing
 // (staging_buffers.h), 2 to 4 as the accumulate epilogue's ring of old-C
-// slots (grouped_gemm.cuh).
+// slots (producer.cuh fills them, epilogue.cuh drains them).
 constexpr uint32_t kMaxStagingBuffers = 4;
 
 // A stage holds `k_slices` slices of K, tile_k wide each (one swizzle span;
