@@ -8,7 +8,7 @@
 // GGEMM_TRACE_SKIP=n leaves the first n launches of the process untraced
 // (warm-up calls), GGEMM_TRACE_COUNT=m traces at most m (default 1).
 // Launches into a capturing stream are never traced (the synchronisation
-// would break the capture). scripts/trace_report.py reads the file.
+// would break the capture). bench/dev/trace_report.py reads the file.
 //
 // Tracing synchronises the stream and copies ~13 MB per traced launch:
 // timings of the traced calls themselves are not meaningful, only the

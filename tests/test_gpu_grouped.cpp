@@ -358,9 +358,9 @@ std::vector<Case> cases() {
   // 8 groups in one 8-token tile's rows), -1 and out-of-range expert ids;
   // and the decode expand's shape in small, 8 groups of 8 rows filling M =
   // 64 with no unowned rows, three segments of activation planes. (Written
-  // for the resident short-K kernel of session 16, refuted and not landed:
-  // bench/experiments/sm90_short_k_resident.patch; run on the H200 with the
-  // tiled kernel there, automatic and forced where possible: ggemm_tests_forced_plan.)
+  // for a resident short-K kernel that was refuted and not landed, see
+  // docs/performance.md; they run on the tiled kernel, automatic and forced
+  // where possible: ggemm_tests_forced_plan.)
   {
     Case c{"short_k_one_row_groups"};
     for (int g = 0; g < 60; ++g) c.rows.push_back(g % 7 == 3 ? 0 : 1);
@@ -490,8 +490,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
 
 // Runs without a GPU: every case above is a call the C ABI accepts, so a
 // case written wrong fails here, on the CPU, not on the GPU as a refused
-// call (the split K 136 case asked N 100 until its first H200 run, NOTES
-// v0.18). The arguments are checked before the handle, so with no handle a
+// call (the split K 136 case once asked N 100 and was caught only on the
+// H200). The arguments are checked before the handle, so with no handle a
 // valid call stops at the handle.
 TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
   Rng rng(fresh_seed());

@@ -32,7 +32,7 @@ TEST(L2PrefetchShare, CoversTheOperandOnceInAlignedShares) {
 }
 
 // Which operands are staged: a few MB in short shares. The figures are the
-// benchmark's (NOTES v0.12): the LoRA expand's weights (1.5 MB over 132
+// benchmark's: the LoRA expand's weights (1.5 MB over 132
 // CTAs) yes; the decode shrink's (3 MB over 8 CTAs: 384 KB shares) no; the
 // R 64 shrink's 12 MB weights and every prefill operand no.
 TEST(L2PrefetchWorthwhile, SmallOperandsInShortSharesOnly) {

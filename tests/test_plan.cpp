@@ -453,7 +453,7 @@ TEST(Sm90Plan, SwizzleFollowsK) {
 
 // Automatic stages: every one that fits, except when the whole K fits in the
 // ring (two epilogue buffers then): at most 8, or two tiles' stages, since
-// each stage costs barrier inits at kernel entry (NOTES v0.14).
+// each stage costs barrier inits at kernel entry.
 TEST(Sm90Plan, AutomaticStagesFillSharedMemoryUnlessTheWholeKFits) {
   for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
     for (int64_t rows : {1, 20, 50, 500})

@@ -6,7 +6,7 @@
 // each stage was issued and when it arrived, on one SM's clock. In a trace build the producer thread and thread 0 of
 // each consumer warpgroup record events into a device buffer the runtime
 // allocates per traced launch and writes to GGEMM_TRACE_FILE
-// (runtime/trace.cpp); scripts/trace_report.py reads it.
+// (runtime/trace.cpp); bench/dev/trace_report.py reads it.
 //
 // In every other build TraceWriter is empty and inlined away: the kernels'
 // SASS is the same as without this header (checked when it was added).
