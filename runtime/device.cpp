@@ -59,9 +59,14 @@ StatusOr<std::unique_ptr<Device>> Device::create(int ordinal) {
                 "B300)",
                 ordinal, d->props_.cc_major, d->props_.cc_minor);
 
-  d->props_.sliced_tensor_maps = sliced_views_supported(*drv);
-
   GGEMM_CU(*drv, cuDevicePrimaryCtxRetain(&d->ctx_, d->dev_));
+  {
+    // The driver answers this only with a context current (without one the
+    // probe's encode fails, and every plan would lose its K-sliced stages).
+    ScopedContext ctx(*d);
+    GGEMM_RETURN_IF_ERROR(ctx.status());
+    d->props_.sliced_tensor_maps = sliced_views_supported(*drv);
+  }
   // Library loading is context-independent (cuLibrary*), so no push here.
   // Only this architecture's fatbins: each holds code for one architecture,
   // and the driver refuses to load one with nothing for this device.

@@ -30,5 +30,14 @@ if grep -q 'sm_90a kernel' <<<"$out"; then
   grep -q 'sm_90a kernel ggemm_sm90_short_k_.*_split8 .*K split over the cluster.*clusters of 8' <<<"$out_s" ||
     { echo "FAIL: where_possible printed no split short-K kernel line at K 136"; fail=1; }
   grep '\[ggemm\]' <<<"$out_s" | head -1
+  # A K-sliced case (test_gpu_grouped.cpp's sliced2_*): the plan's K-sliced
+  # stages need the driver's answer that it encodes such views, asked once
+  # per device with its context current; without it every plan quietly
+  # falls back to one slice per stage.
+  out_sl=$(GGEMM_DEBUG=1 "$tests_bin" --sm90_short_k=never \
+    --gtest_filter='Shapes/GroupedMatmulGpu.MatchesReference/sliced2_k448_n1024' 2>&1)
+  grep -q 'K-sliced view' <<<"$out_sl" && grep -q 'K slices each' <<<"$out_sl" ||
+    { echo "FAIL: the K-sliced case printed no K-sliced view or no multi-slice stages"; fail=1; }
+  grep '\[ggemm\] grouped_matmul' <<<"$out_sl" | head -1
 fi
 exit $fail
