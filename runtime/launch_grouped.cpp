@@ -28,7 +28,7 @@ CUtensorMapDataType tma_dtype(ggemm_dtype t) {
 // dimension of its own, 128 bytes apart, so one box carries k_slices
 // 64-wide slices of K, each landing as the usual 128B-swizzled tile.
 Status encode_sliced_operands(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k,
-                                    GroupedGemmParams *p) {
+                              GroupedGemmParams *p) {
   const GroupedShape &s = a.shape;
   const uint32_t tile_k = k.swizzle_bytes / 2, in_bytes = dtype_bytes(s.a_dtype);
   const uint64_t slices = uint64_t(s.k) / tile_k, row_bytes = uint64_t(s.k) * in_bytes;

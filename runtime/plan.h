@@ -92,12 +92,12 @@ struct KernelPlan {
 // config whose pipeline does not fit the device's shared memory is refused
 // here (INVALID_CONFIG).
 StatusOr<KernelPlan> plan_sm90(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
-                                     const PlanRequest &request = {});
+                               const PlanRequest &request = {});
 StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &shape,
-                                      const ggemm_config *config);
+                                const ggemm_config *config);
 // The device's architecture's plan, with the process-wide test request.
 StatusOr<KernelPlan> plan_for(const DeviceProps &props, Arch arch, const GroupedShape &shape,
-                                    const ggemm_config *config);
+                              const ggemm_config *config);
 
 // sm_90a short-K kernels: CTAs one SM holds at once (the wave the rules count
 // and the grid uses): as many as the launch bounds promise registers for

@@ -1,10 +1,16 @@
 #include <algorithm>
 #include <atomic>
 
+#include "ptx/blocks/grouped_params.h"
 #include "ptx/blocks/tile_scheduler.h"
+#include "ptx/sm100/smem_layout.h"
+#include "ptx/sm90/smem_layout.h"
 #include "runtime/plan_rules.h"
 
 namespace ggemm {
+
+static_assert(sm90::kTileN == kGroupedTileN && sm100::kTileN == kGroupedTileN,
+              "both architectures' tiles are kGroupedTileN weight rows per CTA");
 
 uint32_t dtype_bytes(ggemm_dtype t) { return t == GGEMM_DTYPE_FP32 ? 4 : 2; }
 
@@ -106,6 +112,22 @@ TileChoice choose_tile(Arch arch, const DeviceProps &props, const GroupedShape &
   return c;
 }
 
+StatusOr<KernelPlan> persistent_plan_of_tile(Arch arch, const GroupedShape &shape, const TileChoice &tile) {
+  const uint32_t cluster = arch == Arch::kSm90a ? tile.cluster_m : tile.cta_group;
+  KernelPlan p;
+  p.kernel = find_kernel(arch, KernelFamily::kPersistent, shape.a_dtype, shape.c_dtype, shape.transpose_b,
+                         tile.tile_m, cluster);
+  if (!p.kernel)
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "no %s kernel for %s->%s tile_m %u in clusters of %u",
+                 arch_name(arch), dtype_name(shape.a_dtype), dtype_name(shape.c_dtype), tile.tile_m, cluster);
+  p.tile_m = tile.tile_m;
+  p.tile_n = kGroupedTileN;  // each CTA's weight rows (and TMA box), whatever the cluster
+  p.swizzle_bytes = tile.swizzle_bytes;
+  p.cluster_size = cluster;
+  p.weights_box_rows = kmajor_box_rows(shape.transpose_b, p.cluster_size, shape.n, p.tile_n);
+  return p;
+}
+
 Status refuse_fit(const TileChoice &c, const GroupedShape &shape, const DeviceProps &props, uint32_t fit) {
   return error(GGEMM_STATUS_INVALID_CONFIG,
                "tile_m %u with %u-byte swizzle and %s output leaves room for %u pipeline stage(s) in %d bytes "
@@ -146,7 +168,7 @@ PlanRequest plan_request_for_testing() {
 }
 
 StatusOr<KernelPlan> plan_for(const DeviceProps &props, Arch arch, const GroupedShape &shape,
-                                    const ggemm_config *config) {
+                              const ggemm_config *config) {
   switch (arch) {
     case Arch::kSm90a: return plan_sm90(props, shape, config, plan_request_for_testing());
     case Arch::kSm100a: return plan_sm100(props, shape, config);

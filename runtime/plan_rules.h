@@ -32,6 +32,12 @@ struct TileChoice {
 };
 TileChoice choose_tile(Arch arch, const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config);
 
+// A persistent kernel's plan as far as the tile decides it: the kernel of
+// the table, tile_m, the 128 weight rows per CTA, swizzle, cluster and the
+// K-major box rows; INTERNAL_ERROR when the table has no such kernel (the
+// config checks and the rules should make that impossible).
+StatusOr<KernelPlan> persistent_plan_of_tile(Arch arch, const GroupedShape &shape, const TileChoice &tile);
+
 // A pipeline needs a stage to fill while another is consumed.
 Status refuse_fit(const TileChoice &c, const GroupedShape &shape, const DeviceProps &props, uint32_t fit);
 Status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &props);

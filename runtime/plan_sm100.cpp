@@ -13,19 +13,10 @@
 namespace ggemm {
 
 StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &shape,
-                                      const ggemm_config *config) {
+                                const ggemm_config *config) {
   const TileChoice tile = choose_tile(Arch::kSm100a, props, shape, config);
   KernelPlan p;
-  p.kernel = find_kernel(Arch::kSm100a, KernelFamily::kPersistent, shape.a_dtype, shape.c_dtype, shape.transpose_b,
-                         tile.tile_m, tile.cta_group);
-  if (!p.kernel)
-    return error(GGEMM_STATUS_INTERNAL_ERROR, "no sm_100a kernel for %s->%s tile_m %u cta_group %u",
-                 dtype_name(shape.a_dtype), dtype_name(shape.c_dtype), tile.tile_m, tile.cta_group);
-  p.tile_m = tile.tile_m;
-  p.tile_n = sm100::kTileN;  // each CTA's weight rows (and TMA box), whatever the cta_group
-  p.swizzle_bytes = tile.swizzle_bytes;
-  p.cluster_size = tile.cta_group;
-  p.weights_box_rows = kmajor_box_rows(shape.transpose_b, p.cluster_size, shape.n, p.tile_n);
+  GGEMM_ASSIGN_OR_RETURN(p, persistent_plan_of_tile(Arch::kSm100a, shape, tile));
   // The epilogue reads tensor memory and stores to global memory directly, so
   // shared memory holds only the pipeline and barriers: every stage that fits.
   const uint32_t fit = sm100::max_stages(p.tile_m, p.swizzle_bytes, uint32_t(props.smem_optin), p.cluster_size);

@@ -80,7 +80,7 @@ uint32_t short_k_split_filter(const DeviceProps &props, const GroupedShape &shap
 }
 
 StatusOr<KernelPlan> plan_short_k(const DeviceProps &props, const GroupedShape &shape, KernelFamily family,
-                                        uint32_t tile_m) {
+                                  uint32_t tile_m) {
   const uint32_t splits = family == KernelFamily::kShortKSplit ? sm90::kShortKSplit : 1;
   KernelPlan p;
   p.kernel = find_kernel(Arch::kSm90a, family, shape.a_dtype, shape.c_dtype, true, tile_m, splits);
@@ -152,7 +152,7 @@ uint32_t choose_k_slices(const KernelPlan &p, const GroupedShape &shape, const D
 // C in flight), with the short-K stage cap; else 2 slots and every stage
 // that fits.
 Status size_accumulate_ring(const DeviceProps &props, const GroupedShape &shape, int64_t k_iters,
-                                  KernelPlan *p) {
+                            KernelPlan *p) {
   for (uint32_t slots = sm90::kMaxStagingBuffers; slots > 2; --slots) {
     const uint32_t f = stages_that_fit(*p, shape, props, slots, p->k_slices);
     if (f >= 2 && k_iters <= int64_t(f) && (p->stages == 0 || p->stages <= f)) {
@@ -179,7 +179,7 @@ Status size_accumulate_ring(const DeviceProps &props, const GroupedShape &shape,
 // staging the next chunk with the TMA store of the last. With a long K the
 // memory is worth more as pipeline stages.
 Status size_pipeline(const DeviceProps &props, const GroupedShape &shape, const TileChoice &tile,
-                           KernelPlan *p) {
+                     KernelPlan *p) {
   const uint32_t fit = stages_that_fit(*p, shape, props, 1, p->k_slices);
   if (fit < 2) return refuse_fit(tile, shape, props, fit);
   const int64_t k_iters = sm90::k_stages(uint32_t(shape.k), p->swizzle_bytes / 2, p->k_slices);
@@ -198,7 +198,7 @@ Status size_pipeline(const DeviceProps &props, const GroupedShape &shape, const 
 }
 
 StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShape &shape,
-                                           const ggemm_config *config, uint32_t k_slices_request) {
+                                     const ggemm_config *config, uint32_t k_slices_request) {
   const TileChoice tile = choose_tile(Arch::kSm90a, props, shape, config);
   // Pairs sharing the token tile by multicast exist for the prefill tiles
   // (ptx/sm90/kernel_table.h); automatic plans use none.
@@ -208,16 +208,7 @@ StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShap
                  "tile_m is %u (set tile_m = 128 or 256)",
                  min_cluster_tile_m(Arch::kSm90a, 2), tile.tile_m);
   KernelPlan p;
-  p.kernel = find_kernel(Arch::kSm90a, KernelFamily::kPersistent, shape.a_dtype, shape.c_dtype, shape.transpose_b,
-                         tile.tile_m, tile.cluster_m);
-  if (!p.kernel)
-    return error(GGEMM_STATUS_INTERNAL_ERROR, "no sm_90a kernel for %s->%s tile_m %u cluster_m %u",
-                 dtype_name(shape.a_dtype), dtype_name(shape.c_dtype), tile.tile_m, tile.cluster_m);
-  p.tile_m = tile.tile_m;
-  p.tile_n = sm90::kTileN;
-  p.swizzle_bytes = tile.swizzle_bytes;
-  p.cluster_size = tile.cluster_m;
-  p.weights_box_rows = kmajor_box_rows(shape.transpose_b, p.cluster_size, shape.n, sm90::kTileN);
+  GGEMM_ASSIGN_OR_RETURN(p, persistent_plan_of_tile(Arch::kSm90a, shape, tile));
   // One multiplying consumer warpgroup when N <= 64 (K-major weights, no
   // cluster): the second one's rows would all lie past N, and its 64 guard
   // rows per stage go to the pipeline (weights_stage_rows).
@@ -240,7 +231,7 @@ StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShap
 }  // namespace
 
 StatusOr<KernelPlan> plan_sm90(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
-                                     const PlanRequest &request) {
+                               const PlanRequest &request) {
   if (const uint32_t tile_m = short_k_filter(props, shape, config, request.sm90_short_k))
     return plan_short_k(props, shape, KernelFamily::kShortK, tile_m);
   if (const uint32_t tile_m = short_k_split_filter(props, shape, config, request.sm90_short_k))

@@ -9,6 +9,7 @@
 // cannot be linked into a shared library, and libggemm.so must need nothing
 // new at run time (docs/design.md, "Dependencies").
 #pragma once
+#include <cstdarg>
 #include <string>
 #include <utility>
 
@@ -51,6 +52,9 @@ class StatusOr {
 
 // An error with a printf-style message (checked by the compiler).
 Status error(ggemm_status code, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
+// A printf-style message from a va_list (error's, and the API layer's fail's).
+std::string format_message(const char *format, va_list args);
 
 }  // namespace ggemm
 

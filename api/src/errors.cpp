@@ -2,7 +2,6 @@
 #include "api/src/errors.h"
 
 #include <cstdarg>
-#include <cstdio>
 #include <string>
 
 namespace ggemm {
@@ -20,12 +19,11 @@ ggemm_status record_error(ggemm_status status, const std::string &message) {
 }
 
 ggemm_status fail(ggemm_status status, const char *format, ...) {
-  char buf[1024];
   va_list ap;
   va_start(ap, format);
-  std::vsnprintf(buf, sizeof buf, format, ap);
+  const std::string message = format_message(format, ap);
   va_end(ap);
-  return record_error(status, buf);
+  return record_error(status, message);
 }
 
 ggemm_status report(const Status &status) {
