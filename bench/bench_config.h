@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "bench_flags.h"
 #include "ggemm.h"
+#include "gpu_buffers.h"
 
 // The config override of every ggemm call the benchmarks time, or NULL when
 // no config flag is set. Read once (after the flags are parsed).
@@ -28,6 +29,12 @@ inline const ggemm_config* bench_config_override() {
 // --epilogue=accumulate: the MoE rows time the accumulate epilogue. The LoRA
 // rows name their mode (_accumulate) and ignore it.
 inline bool bench_accumulate_override() { return absl::GetFlag(FLAGS_epilogue) == "accumulate"; }
+
+// --data=model: the MoE rows' operands drawn as a model's (gpu_buffers.h).
+inline ggemm::bench::DataDistribution bench_data_distribution() {
+  using ggemm::bench::DataDistribution;
+  return absl::GetFlag(FLAGS_data) == "model" ? DataDistribution::kModel : DataDistribution::kUniform;
+}
 
 // --one_expert: the MoE rows' ggemm calls route every group to expert 0.
 inline bool bench_one_expert_override() { return absl::GetFlag(FLAGS_one_expert); }

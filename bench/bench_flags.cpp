@@ -16,6 +16,9 @@ ABSL_FLAG(bool, one_expert, false,
 ABSL_FLAG(int32_t, repetitions, 0,
           "repetitions of each MoE row's 20 calls (0 = 5): more keeps the GPU busy for seconds, for power and "
           "clock readings");
+ABSL_FLAG(std::string, data, "uniform",
+          "the MoE rows' operands: uniform (in (-1, 1)) or model (normal activations, weights normal / sqrt(K), "
+          "as a model's): the MMAs' power, and at the power cap the clock, follow the bits");
 ABSL_FLAG(std::string, l2_flush, "clean",
           "how the cold rows flush L2 between calls: clean (a memset, then a read sweep) or dirty (the memset "
           "only)");

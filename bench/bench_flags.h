@@ -19,3 +19,4 @@ ABSL_DECLARE_FLAG(std::string, epilogue);
 ABSL_DECLARE_FLAG(bool, one_expert);
 ABSL_DECLARE_FLAG(int32_t, repetitions);
 ABSL_DECLARE_FLAG(std::string, l2_flush);
+ABSL_DECLARE_FLAG(std::string, data);

@@ -33,6 +33,7 @@
 #include "bench_config.h"
 #include "bench_harness.h"
 #include "bench_host.h"
+#include "gpu_monitor.h"
 #include "bench_lora.h"
 #include "ceilings.h"
 #include "cublas_baselines.h"
@@ -65,6 +66,7 @@ struct Session {
   cudaStream_t stream = nullptr;
   std::unique_ptr<CublasHandle> cublas;
   std::unique_ptr<L2Flusher> flusher;
+  std::unique_ptr<GpuMonitor> monitor;  // SM clock and power (NVML), for the sustained rows
   Ceilings ceilings;
 
   // The current shape's data. Benchmarks run in registration order, one
@@ -84,8 +86,8 @@ struct Session {
       problem.reset();
       std::fprintf(stderr, "ggemm_bench: preparing %s\n", kMoeShapes[index].name);
       // A fixed seed per shape: the routing (and so the numbers) reproduce.
-      problem = std::make_unique<MoeProblem>(
-          make_moe_problem(kMoeShapes[index], 0xb5e70000u + static_cast<uint64_t>(index), false));
+      problem = std::make_unique<MoeProblem>(make_moe_problem(
+          kMoeShapes[index], 0xb5e70000u + static_cast<uint64_t>(index), false, bench_data_distribution()));
       shape_index = index;
     }
     return *problem;
@@ -117,7 +119,16 @@ std::string enqueue_call(Session& s, const MoeProblem& p, Impl impl,
 }
 
 
-void bench_shape(benchmark::State& state, int shape_index, Impl impl) {
+// Calls per back-to-back run of the sustained rows.
+constexpr int kBackToBack = 20;
+
+// Cold: one call after an L2 flush (what a call costs on its own).
+// Sustained: kBackToBack calls back to back in one CUDA graph, no flush (how
+// a forward pass calls it; compute-bound rows run at the power cap there),
+// per call, with the SM clock and power read after each run.
+enum class Mode { kCold, kSustained };
+
+void bench_shape(benchmark::State& state, int shape_index, Impl impl, Mode mode) {
   Session& s = *g_session;
   const MoeProblem& p = s.use_shape(shape_index);
   // Device arrays (offsets, expert ids, usage stats) were uploaded with the
@@ -149,18 +160,40 @@ void bench_shape(benchmark::State& state, int shape_index, Impl impl) {
   CUDA_CHECK(cudaStreamSynchronize(s.stream));
 
   EventTimer timer;
-  std::vector<double> ms;
+  std::vector<double> ms, mhz, watts;
   std::string err;
+  auto call = [&] { return enqueue_call(s, p, impl, args); };
+  BackToBack back_to_back;
+  if (mode == Mode::kSustained) {
+    err = back_to_back.prepare(s.stream, kBackToBack, call);
+    if (!err.empty()) {
+      state.SkipWithError(err.c_str());
+      return;
+    }
+  }
   for (auto _ : state) {
-    const float t = timer.time(s.stream, s.flusher.get(), [&] { err = enqueue_call(s, p, impl, args); });
+    const float t = mode == Mode::kCold
+                        ? timer.time(s.stream, s.flusher.get(), [&] { err = call(); })
+                        : back_to_back.time_per_call(s.stream, timer, [&] { err = call(); });
     if (!err.empty()) {
       state.SkipWithError(err.c_str());
       break;
     }
     state.SetIterationTime(t * 1e-3);
     ms.push_back(t);
+    if (mode == Mode::kSustained && s.monitor && s.monitor->ok()) {
+      mhz.push_back(s.monitor->sm_mhz());
+      watts.push_back(s.monitor->power_w());
+    }
   }
   if (ms.empty()) return;
+  if (mode == Mode::kSustained) {
+    state.counters["graph"] = back_to_back.captured() ? 1 : 0;  // 0: back to back on the stream, not captured
+    if (!mhz.empty()) {
+      state.counters["sm_mhz"] = median(mhz);
+      state.counters["watts"] = median(watts);
+    }
+  }
 
   const double sec = median(ms) * 1e-3;
   state.counters["us_median"] = sec * 1e6;
@@ -213,6 +246,7 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   s.cublas = std::make_unique<CublasHandle>(s.stream);
   s.flusher = std::make_unique<L2Flusher>();
+  s.monitor = std::make_unique<GpuMonitor>(0);
 
   // The two ceilings of the roofline floor, measured once on this device.
   std::fprintf(stderr, "ggemm_bench: measuring the ceilings\n");
@@ -237,9 +271,11 @@ int main(int argc, char** argv) {
                s.ceilings.write_bytes_per_s * 1e-9);
 
   for (size_t i = 0; i < kMoeShapes.size(); ++i) {
+    for (Mode mode : {Mode::kCold, Mode::kSustained})
     for (Impl impl : {Impl::kGgemm, Impl::kCublasGrouped, Impl::kCublasLoopGraph}) {
-      const std::string name = std::string(kMoeShapes[i].name) + "/" + impl_name(impl);
-      benchmark::RegisterBenchmark(name.c_str(), bench_shape, static_cast<int>(i), impl)
+      const std::string name =
+          std::string(kMoeShapes[i].name) + "/" + impl_name(impl) + (mode == Mode::kSustained ? "/sustained" : "");
+      benchmark::RegisterBenchmark(name.c_str(), bench_shape, static_cast<int>(i), impl, mode)
           ->UseManualTime()
           ->Iterations(kIterations)
           ->Repetitions(bench_repetitions_override(kRepetitions))

@@ -167,7 +167,7 @@ const MoeShape* find_shape(const char* name) {
 
 // ---- random data ------------------------------------------------------------
 
-void fill_random_bf16(uint16_t* host, size_t count, uint64_t seed) {
+void fill_random_bf16(uint16_t* host, size_t count, uint64_t seed, DataDistribution distribution, float scale) {
   // Fixed-size chunks, each with its own generator seeded from (seed, chunk):
   // threads only decide who fills a chunk, never what goes in it.
   constexpr size_t kChunk = size_t{1} << 20;
@@ -178,11 +178,20 @@ void fill_random_bf16(uint16_t* host, size_t count, uint64_t seed) {
       uint64_t state = seed ^ (0xd1b54a32d192ed03ull * (c + 1));
       splitmix64(state);
       const size_t end = std::min(count, (c + 1) * kChunk);
-      for (size_t i = c * kChunk; i < end; ++i) {
-        // 24 random bits -> a float in (-1, 1), symmetric about 0.
+      // 24 random bits -> a float in (-1, 1), symmetric about 0.
+      auto uniform = [&state] {
         const uint32_t bits = static_cast<uint32_t>(splitmix64(state) >> 40);
-        const float x = (static_cast<float>(bits) + 0.5f) * 0x1p-23f - 1.0f;
-        host[i] = ref::float_to_bf16(x);
+        return (static_cast<float>(bits) + 0.5f) * 0x1p-23f - 1.0f;
+      };
+      for (size_t i = c * kChunk; i < end; ++i) {
+        if (distribution == DataDistribution::kUniform) {
+          host[i] = ref::float_to_bf16(uniform());
+          continue;
+        }
+        // Box-Muller: two uniforms in (0, 1) -> one standard normal.
+        const float u1 = 0.5f * (uniform() + 1.0f), u2 = 0.5f * (uniform() + 1.0f);
+        const float normal = std::sqrt(-2.0f * std::log(u1)) * std::cos(6.28318530718f * u2);
+        host[i] = ref::float_to_bf16(scale * normal);
       }
     }
   };
@@ -228,7 +237,7 @@ double MoeProblem::bytes() const {
   return 2.0 * (used_groups * n * k + m * k + m * n);
 }
 
-MoeProblem make_moe_problem(const MoeShape& shape, uint64_t seed, bool keep_host) {
+MoeProblem make_moe_problem(const MoeShape& shape, uint64_t seed, bool keep_host, DataDistribution distribution) {
   MoeProblem p;
   p.shape = shape;
   p.rows_per_expert = route_rows(shape.experts, shape.rows, shape.routing, seed);
@@ -255,8 +264,9 @@ MoeProblem make_moe_problem(const MoeShape& shape, uint64_t seed, bool keep_host
   const size_t b_count = e_count * static_cast<size_t>(shape.n) * static_cast<size_t>(shape.k);
   p.host_a.resize(a_count);
   p.host_b.resize(b_count);
-  fill_random_bf16(p.host_a.data(), a_count, splitmix64(seeds));
-  fill_random_bf16(p.host_b.data(), b_count, splitmix64(seeds));
+  fill_random_bf16(p.host_a.data(), a_count, splitmix64(seeds), distribution, 1.0f);
+  fill_random_bf16(p.host_b.data(), b_count, splitmix64(seeds), distribution,
+                   1.0f / std::sqrt(static_cast<float>(shape.k)));
   p.a = upload(p.host_a.data(), a_count * 2);
   p.b = upload(p.host_b.data(), b_count * 2);
   if (!keep_host) {

@@ -85,7 +85,15 @@ const MoeShape* find_shape(const char* name);  // nullptr if unknown
 
 // `count` values uniform in [-1, 1], rounded to bf16; deterministic for a
 // seed, whatever the number of threads that fill it.
-void fill_random_bf16(uint16_t* host, size_t count, uint64_t seed);
+// How random operands are drawn. kUniform: uniform in (-1, 1), the
+// benchmark's default. kModel: as a model's tensors are, normal with
+// standard deviation `scale` (activations 1, weights 1 / sqrt(K)). The
+// power an MMA draws follows the bits it multiplies, and at the H200's power
+// cap the clock follows the power, so both are measured.
+enum class DataDistribution { kUniform, kModel };
+
+void fill_random_bf16(uint16_t* host, size_t count, uint64_t seed,
+                      DataDistribution distribution = DataDistribution::kUniform, float scale = 1.0f);
 
 // A whole MoE grouped GEMM on the device, laid out as a router would leave
 // it: groups are the experts that received rows, in expert order (group g
@@ -114,7 +122,8 @@ struct MoeProblem {
 
 // Fresh random A and B (distinct seeds derived from `seed`); C is left
 // uninitialised. keep_host keeps host copies of A and B for a CPU reference.
-MoeProblem make_moe_problem(const MoeShape& shape, uint64_t seed, bool keep_host);
+MoeProblem make_moe_problem(const MoeShape& shape, uint64_t seed, bool keep_host,
+                            DataDistribution distribution = DataDistribution::kUniform);
 
 }  // namespace ggemm::bench
 

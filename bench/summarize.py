@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Prints a markdown table from ggemm_bench's JSON (--benchmark_out=F.json):
+"""Prints markdown tables from ggemm_bench's JSON (--benchmark_out=F.json):
 per shape, the median time of ggemm and both cuBLAS baselines, ggemm's
-fraction of the roofline floor and its speed-up over each baseline.
+fraction of the roofline floor and its speed-up over each baseline, cold
+(one call after an L2 flush) and sustained (20 calls back to back in a CUDA
+graph, with the SM clock and power over the row); then the LoRA, host-time
+and harness rows.
 
     python3 bench/summarize.py bench.json
 """
@@ -18,7 +21,10 @@ def main(path):
     for b in data["benchmarks"]:
         if b.get("aggregate_name") != "median":
             continue
-        shape, impl = b["run_name"].split("/")[:2]
+        parts = b["run_name"].split("/")
+        shape, impl = parts[:2]
+        if len(parts) > 2 and parts[2] == "sustained":
+            impl += "/sustained"
         if shape not in rows:
             order.append(shape)
         rows[shape][impl] = b
@@ -28,34 +34,44 @@ def main(path):
     at_end = f" (measured again at the run's end: {end[0]['tflops']:.1f})" if end else ""
     print(f"ceilings (same binary): dense bf16 {ctx.get('dense_bf16_tflops')} TFLOP/s{at_end}, "
           f"copy {ctx.get('copy_gbps')} GB/s; device {ctx.get('device')}\n")
-    print("| shape | ggemm us | TFLOP/s | GB/s | of floor | cuBLAS grouped us | cuBLAS loop (graph) us | "
-          "vs grouped | vs loop |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    fracs = []
-    for shape in order:
-        if shape.startswith("lora_") or shape.startswith("harness_"):
-            continue  # their own tables below
-        r = rows[shape]
-        g = r.get("ggemm")
-        if not g:
+    moe = [shape for shape in order if not shape.startswith(("lora_", "harness_", "host_call", "ceiling_"))]
+    for mode, suffix in (("cold", ""), ("sustained", "/sustained")):
+        shapes = [shape for shape in moe if rows[shape].get("ggemm" + suffix)]
+        if not shapes:
             continue
-        t = g["us_median"]
-        fracs.append(g["frac_floor"])
+        extra = " | SM MHz | W" if mode == "sustained" else ""
+        print(f"\n{mode}:\n")
+        print("| shape | ggemm us | TFLOP/s | GB/s | of floor | cuBLAS grouped us | cuBLAS loop (graph) us | "
+              f"vs grouped | vs loop{extra} |")
+        print("|---|---|---|---|---|---|---|---|---|" + ("---|---|" if extra else ""))
+        fracs = []
+        for shape in shapes:
+            r = rows[shape]
+            g = r["ggemm" + suffix]
+            t = g["us_median"]
+            fracs.append(g["frac_floor"])
 
-        def other(name):
-            o = r.get(name)
-            return (f"{o['us_median']:.1f}", f"{o['us_median'] / t:.2f}x") if o else ("-", "-")
+            def other(name):
+                o = r.get(name + suffix)
+                return (f"{o['us_median']:.1f}", f"{o['us_median'] / t:.2f}x") if o else ("-", "-")
 
-        cg, vg = other("cublas_grouped")
-        cl, vl = other("cublas_loop_graph")
-        print(f"| {shape} | {t:.1f} | {g['TFLOP/s']:.0f} | {g['GB/s']:.0f} | {g['frac_floor']:.2f} | "
-              f"{cg} | {cl} | {vg} | {vl} |")
-    if fracs:
+            cg, vg = other("cublas_grouped")
+            cl, vl = other("cublas_loop_graph")
+            power = (f" | {g.get('sm_mhz', 0):.0f} | {g.get('watts', 0):.0f}" if extra else "")
+            print(f"| {shape} | {t:.1f} | {g['TFLOP/s']:.0f} | {g['GB/s']:.0f} | {g['frac_floor']:.2f} | "
+                  f"{cg} | {cl} | {vg} | {vl}{power} |")
         geo = 1.0
         for f in fracs:
             geo *= f
         geo **= 1.0 / len(fracs)
-        print(f"\ngeometric mean of ggemm's fraction of the floor: {geo:.3f}")
+        print(f"\ngeometric mean of ggemm's fraction of the floor ({mode}): {geo:.3f}")
+
+    host = [shape for shape in order if shape == "host_call"]
+    if host:
+        print("\n| host time of one C call (host clock) | us |")
+        print("|---|---|")
+        for impl, b in rows["host_call"].items():
+            print(f"| {impl} | {b['real_time']:.2f} |")
 
     lora = [shape for shape in order if shape.startswith("lora_")]
     if lora:

@@ -116,6 +116,65 @@ class EventTimer {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
+// Back-to-back calls, as a model's forward pass makes them: `calls`
+// enqueues captured into one CUDA graph, no flush between them (warm L2);
+// each launch of the graph is timed between events and divided by `calls`.
+// Where the calls cannot be captured (a call that launches a graph of its
+// own, say), the same calls are enqueued back to back on the stream instead,
+// and captured() says so.
+class BackToBack {
+ public:
+  BackToBack() = default;
+  BackToBack(const BackToBack&) = delete;
+  BackToBack& operator=(const BackToBack&) = delete;
+  ~BackToBack() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+  }
+
+  // Captures `calls` enqueues; "" on success (captured or not), else the
+  // first enqueue's error. `enqueue` returns "" or an error message.
+  template <class Fn>
+  std::string prepare(cudaStream_t stream, int calls, Fn&& enqueue) {
+    calls_ = calls;
+    std::string err;
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+      for (int i = 0; i < calls && err.empty(); ++i) err = enqueue();
+      const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+      if (end == cudaSuccess && err.empty() && graph &&
+          cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess)
+        exec_ = nullptr;
+    }
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();  // a refused capture leaves its error: not the calls'
+    if (!exec_) {  // not capturable: check that the calls run at all
+      err.clear();
+      for (int i = 0; i < calls && err.empty(); ++i) err = enqueue();
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    return err;
+  }
+
+  bool captured() const { return exec_ != nullptr; }
+
+  // Milliseconds per call of one back-to-back run.
+  template <class Fn>
+  float time_per_call(cudaStream_t stream, EventTimer& timer, Fn&& enqueue) {
+    const float ms = timer.time(stream, nullptr, [&] {
+      if (exec_) {
+        CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+      } else {
+        for (int i = 0; i < calls_; ++i) enqueue();
+      }
+    });
+    return ms / float(calls_);
+  }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+  int calls_ = 0;
+};
+
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
