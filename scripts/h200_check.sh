@@ -38,6 +38,9 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   echo "moe example rc=$?: $(tail -3 "$out/moe_ffn.log" | tr '\n' ' ')"
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 120 python3 bench/host_overhead.py > "$out/host_overhead.log" 2>&1
   echo "host time per Python call rc=$?:"; cat "$out/host_overhead.log"
+  GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 900 python3 bench/compare_torch.py \
+    --json "$out/compare_torch.json" > "$out/compare_torch.log" 2>&1
+  echo "ggemm beside torch._grouped_mm rc=$?:"; grep -E "^geometric" "$out/compare_torch.log"
 fi
 
 timeout 400 ./build/bench/ggemm_bench --benchmark_filter="$filter" --benchmark_out="$out/bench.json" \

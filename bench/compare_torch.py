@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""ggemm's grouped GEMM beside torch._grouped_mm, on the same tensors, in one process.
+
+    GGEMM_LIBRARY=build/libggemm.so PYTHONPATH=python python3 bench/compare_torch.py \\
+        [--data uniform,model] [--rows REGEX] [--json out.json]
+
+Every MoE row of the C++ benchmark (bench/gpu_buffers.cpp's shapes) and
+single- and few-token decode rows (1, 4 and 16 tokens of Qwen3-30B-A3B,
+Qwen3-235B-A22B and Mixtral-8x7B, top-k routing, gate_up and down), bf16,
+weights [E, N, K] (torch gets them as w.transpose(-2, -1), no copy), each
+timed two ways:
+  cold       one call after an L2 flush, between CUDA events; median of 20
+  sustained  20 calls back to back in one CUDA graph, warm L2; per call,
+             median of 10 replays (how a forward pass calls them)
+on uniform data (in (-1, 1)) and/or model-like data (normal activations,
+weights normal / sqrt(K)). Before timing, each row's ggemm output is checked
+against torch's. Prints one table per mode and data, with ggemm's speed-up
+(torch time / ggemm time) per row and their geometric mean; the decode rows
+also show the weight-read floor (the routed experts' weights at the copy
+bandwidth measured here).
+"""
+import argparse
+import json
+import math
+import re
+import statistics
+import zlib
+
+import torch
+
+import ggemm
+
+DEV = "cuda"
+
+# (name, experts, routed rows, N, K, routing) as bench/gpu_buffers.cpp's kMoeShapes
+PREFILL = [
+    ("mixtral_gate_up_prefill", 8, 8192, 28672, 4096, "balanced"),
+    ("mixtral_down_prefill", 8, 8192, 4096, 14336, "balanced"),
+    ("deepseek_v3_ep8_gate_up_prefill", 32, 4096, 4096, 7168, "balanced"),
+    ("deepseek_v3_ep8_down_prefill", 32, 4096, 7168, 2048, "balanced"),
+    ("qwen3_30b_a3b_gate_up_prefill", 128, 32768, 1536, 2048, "balanced"),
+    ("qwen3_30b_a3b_gate_up_prefill_zipf", 128, 32768, 1536, 2048, "zipf"),
+    ("qwen3_30b_a3b_down_prefill", 128, 32768, 2048, 768, "balanced"),
+    ("qwen3_30b_a3b_gate_up_decode", 128, 512, 1536, 2048, "balanced"),
+    ("deepseek_v3_ep8_gate_up_decode", 32, 512, 4096, 7168, "balanced"),
+    ("mixtral_gate_up_decode", 8, 128, 28672, 4096, "balanced"),
+]
+# (model, experts, hidden, moe ffn, top-k)
+MODELS = [
+    ("qwen3_30b_a3b", 128, 2048, 768, 8),
+    ("qwen3_235b_a22b", 128, 4096, 1536, 8),
+    ("mixtral", 8, 4096, 14336, 2),
+]
+DECODE_TOKENS = (1, 4, 16)
+
+
+def rows_per_expert(experts, rows, routing, gen):
+    if routing == "balanced":
+        base = [rows // experts] * experts
+        for e in range(rows - sum(base)):
+            base[e] += 1
+        return base
+    # Zipf 1.2 over a random order of the experts, largest remainder rounding.
+    weights = [1.0 / (r + 1) ** 1.2 for r in range(experts)]
+    order = torch.randperm(experts, generator=gen).tolist()
+    share = [0.0] * experts
+    for rank, e in enumerate(order):
+        share[e] = weights[rank] / sum(weights) * rows
+    counts = [int(s) for s in share]
+    for e in sorted(range(experts), key=lambda e: share[e] - counts[e], reverse=True)[: rows - sum(counts)]:
+        counts[e] += 1
+    return counts
+
+
+def top_k_counts(experts, tokens, k, gen):
+    """Rows per expert of `tokens` tokens each routed to k distinct random experts."""
+    counts = [0] * experts
+    for _ in range(tokens):
+        for e in torch.randperm(experts, generator=gen)[:k].tolist():
+            counts[e] += 1
+    return counts
+
+
+def rows_to_run():
+    for name, e, m, n, k, routing in PREFILL:
+        yield name, e, n, k, ("fixed", m, routing)
+    for model, e, hidden, ffn, topk in MODELS:
+        for t in DECODE_TOKENS:
+            yield f"{model}_gate_up_{t}tok", e, 2 * ffn, hidden, ("topk", t, topk)
+            yield f"{model}_down_{t}tok", e, hidden, ffn, ("topk", t, topk)
+
+
+def random_bf16(shape, data, scale, gen):
+    """Drawn on the GPU: uniform in (-1, 1), or normal times `scale` (model-like)."""
+    if data == "model":
+        t = torch.randn(shape, device=DEV, dtype=torch.bfloat16, generator=gen)
+        return t.mul_(scale) if scale != 1.0 else t
+    return torch.rand(shape, device=DEV, dtype=torch.bfloat16, generator=gen).mul_(2).sub_(1)
+
+
+class Problem:
+    def __init__(self, experts, n, k, counts, data, gen):
+        m = sum(counts)
+        self.m, self.n, self.k, self.experts = m, n, k, experts
+        self.x = random_bf16((m, k), data, 1.0, gen)
+        self.w = random_bf16((experts, n, k), data, 1.0 / math.sqrt(k), gen)
+        ends = torch.tensor(counts, dtype=torch.int64).cumsum(0)
+        self.offs = ends.to(DEV, torch.int32)  # torch: group ends
+        self.a_offsets = torch.cat([torch.zeros(1, dtype=torch.int64), ends]).to(DEV, torch.int32)
+        self.ids = torch.arange(experts, dtype=torch.int32, device=DEV)
+        self.max_rows = max(counts)
+        self.usage = torch.tensor([self.max_rows, experts], dtype=torch.int32, device=DEV)
+        self.out = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+        self.routed_experts = sum(1 for c in counts if c)
+        self.flops = 2.0 * m * n * k
+
+    def ggemm(self):
+        ggemm.grouped_matmul(self.x, self.w, self.out, self.a_offsets, self.ids, self.usage,
+                             max_rows_per_group=self.max_rows)
+        return self.out
+
+    def torch(self):
+        return torch._grouped_mm(self.x, self.w.transpose(-2, -1), offs=self.offs)
+
+
+class L2Flush:
+    def __init__(self):
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        self.buf = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device=DEV)
+        self.value = 0
+
+    def __call__(self):
+        self.value ^= 0x5A
+        self.buf.fill_(self.value)
+
+
+def cold_us(fn, flush, iters=20):
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(iters):
+        flush()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e3)
+    return statistics.median(times)
+
+
+def sustained_us(fn, calls=20, replays=10):
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # warm: library, kernels, workspace
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(replays):
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def copy_bandwidth():
+    """Bytes read + written per second by a 1 GiB device-to-device copy."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device=DEV)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(5):
+        start.record()
+        dst.copy_(src)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e-3)
+    return 2 * src.numel() / statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="uniform,model", help="uniform, model or both (comma-separated)")
+    ap.add_argument("--rows", default=".", help="regex over the row names")
+    ap.add_argument("--json", help="write every measurement here")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    flush = L2Flush()
+    bandwidth = copy_bandwidth()
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, ggemm {ggemm.version()}, "
+          f"copy bandwidth {bandwidth * 1e-9:.0f} GB/s (read + write)")
+    results = []
+    for data in args.data.split(","):
+        for name, experts, n, k, spec in rows_to_run():
+            if not re.search(args.rows, name):
+                continue
+            seed = zlib.crc32(name.encode())  # the same routing and data in every run
+            routing_gen = torch.Generator().manual_seed(seed)
+            if spec[0] == "fixed":
+                counts = rows_per_expert(experts, spec[1], spec[2], routing_gen)
+            else:
+                counts = top_k_counts(experts, spec[1], spec[2], routing_gen)
+            p = Problem(experts, n, k, counts, data, torch.Generator(device=DEV).manual_seed(seed))
+            got, want = p.ggemm().float(), p.torch().float()
+            err = (got - want).abs().max().item()
+            scale = want.abs().max().item() + 1e-6
+            if not err <= 2e-2 * scale + 1e-2:
+                raise SystemExit(f"{name} ({data}): ggemm differs from torch._grouped_mm by {err} (max |torch| {scale})")
+            row = {"row": name, "data": data, "experts": experts, "m": p.m, "n": n, "k": k,
+                   "routed_experts": p.routed_experts}
+            for mode, timer in (("cold", lambda f: cold_us(f, flush)), ("sustained", sustained_us)):
+                row[f"ggemm_{mode}_us"] = timer(p.ggemm)
+                row[f"torch_{mode}_us"] = timer(p.torch)
+            # The weights the routed experts must read, at the copy bandwidth's read half.
+            row["weight_floor_us"] = p.routed_experts * n * k * 2 / (bandwidth / 2) * 1e6
+            results.append(row)
+            print(f"  {data:7s} {name:40s} cold {row['ggemm_cold_us']:9.1f} / {row['torch_cold_us']:9.1f} us   "
+                  f"sustained {row['ggemm_sustained_us']:9.1f} / {row['torch_sustained_us']:9.1f} us", flush=True)
+
+    for data in args.data.split(","):
+        for mode in ("cold", "sustained"):
+            rs = [r for r in results if r["data"] == data]
+            if not rs:
+                continue
+            print(f"\n{mode}, {data} data: ggemm beside torch._grouped_mm\n")
+            print("| row | experts used | M | N | K | ggemm us | torch us | ggemm speed-up | weight-read floor us |")
+            print("|---|---|---|---|---|---|---|---|---|")
+            for r in rs:
+                g, t = r[f"ggemm_{mode}_us"], r[f"torch_{mode}_us"]
+                print(f"| {r['row']} | {r['routed_experts']} | {r['m']} | {r['n']} | {r['k']} | {g:.1f} | {t:.1f} | "
+                      f"{t / g:.2f}x | {r['weight_floor_us']:.1f} |")
+            geo = math.exp(sum(math.log(r[f"torch_{mode}_us"] / r[f"ggemm_{mode}_us"]) for r in rs) / len(rs))
+            print(f"\ngeometric mean speed-up ({mode}, {data}): {geo:.2f}x over {len(rs)} rows")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "copy_bytes_per_s": bandwidth, "rows": results}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()
