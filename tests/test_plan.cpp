@@ -1532,5 +1532,54 @@ TEST(EmbeddedFatbins, EachArchitectureHasItsOwnFatbins) {
   EXPECT_EQ(per_arch[arch_number(Arch::kSm100a)], 2);
 }
 
+// The fatbin wrapper's header (what nvcc -fatbin writes): magic, version,
+// header size, then the size of what follows it.
+struct FatbinHeader {
+  uint32_t magic;  // 0xBA55ED50
+  uint16_t version, header_bytes;
+  uint64_t body_bytes;
+};
+
+// Whether `name`, NUL-terminated, is in an embedded fatbin of `arch` (each
+// entry point's name is in its cubin's string table).
+bool fatbin_names(Arch arch, const std::string &name) {
+  const std::string needle = name + '\0';
+  for (uint32_t i = 0; i < ggemm_fatbin_count; ++i) {
+    if (ggemm_fatbin_arch[i] != arch_number(arch)) continue;
+    const auto *header = static_cast<const FatbinHeader *>(ggemm_fatbin_table[i]);
+    EXPECT_EQ(header->magic, 0xBA55ED50u);
+    const char *begin = static_cast<const char *>(ggemm_fatbin_table[i]);
+    const char *end = begin + header->header_bytes + header->body_bytes;
+    if (std::search(begin, end, needle.begin(), needle.end()) != end) return true;
+  }
+  return false;
+}
+
+TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
+  // The registry is generated from the kernel tables (runtime/kernel_registry.cpp):
+  // every entry unique, named by its family, and present in the fatbins the
+  // runtime loads for its architecture.
+  std::set<std::string> names;
+  std::map<std::pair<Arch, KernelFamily>, int> per_family;
+  for (const KernelEntry &e : kernel_table()) {
+    const std::string name = e.name;
+    EXPECT_TRUE(names.insert(name).second) << name << " twice";
+    ++per_family[{e.arch, e.family}];
+    const char *prefix = e.arch == Arch::kSm100a                ? "ggemm_sm100_grouped_"
+                         : e.family == KernelFamily::kPersistent ? "ggemm_sm90_grouped_"
+                                                                 : "ggemm_sm90_short_k_";
+    EXPECT_EQ(name.rfind(prefix, 0), 0u) << name;
+    EXPECT_EQ(e.family == KernelFamily::kShortKSplit, name.size() > 7 && name.substr(name.size() - 7) == "_split8")
+        << name;
+    EXPECT_TRUE(fatbin_names(e.arch, name)) << name << " is in no embedded " << arch_name(e.arch) << " fatbin";
+  }
+  // sm_90a: 76 persistent (test above), 2 operand x 3 output dtypes x 3
+  // short-K tiles, x 2 split tiles; sm_100a: 2 x 3 dtypes x 2 layouts x 9.
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistent}]), 76);
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortK}]), 18);
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortKSplit}]), 12);
+  EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kPersistent}]), 108);
+}
+
 }  // namespace
 }  // namespace ggemm
