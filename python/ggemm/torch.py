@@ -225,14 +225,15 @@ def _(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale=1.0, 
 
 # ---- grouped_mm: torch._grouped_mm's 2D x 3D case ----------------------------------
 
-# Per (device, E): the expert ids 0..E-1 and the usage stats [0, E] a call
-# with torch's offsets needs (only usage_stats[1], the active groups, is read
-# on the device; [0] sizes nothing there). Read-only, so safe to share.
-_routing_cache: Dict[Tuple[int, int], Tuple[Tensor, Tensor]] = {}
+# Per (device, E): the expert ids 0..E-1, the usage stats [0, E] and a
+# leading zero for the offsets, which a call with torch's offsets needs (only
+# usage_stats[1], the active groups, is read on the device; [0] sizes nothing
+# there). Read-only, so safe to share between calls and streams.
+_routing_cache: Dict[Tuple[int, int], Tuple[Tensor, Tensor, Tensor]] = {}
 _routing_lock = threading.Lock()
 
 
-def _expert_routing(device: torch.device, experts: int) -> Tuple[Tensor, Tensor]:
+def _expert_routing(device: torch.device, experts: int) -> Tuple[Tensor, Tensor, Tensor]:
     key = (device.index if device.index is not None else torch.cuda.current_device(), experts)
     cached = _routing_cache.get(key)
     if cached is not None:
@@ -240,10 +241,11 @@ def _expert_routing(device: torch.device, experts: int) -> Tuple[Tensor, Tensor]
     ids = torch.arange(experts, dtype=torch.int32, device=device)
     usage = torch.zeros(2, dtype=torch.int32, device=device)
     usage[1] = experts
+    zero = torch.zeros(1, dtype=torch.int32, device=device)
     if torch.cuda.is_current_stream_capturing():
-        return ids, usage  # made inside a capture: the graph's own memory, not cached
+        return ids, usage, zero  # made inside a capture: the graph's own memory, not cached
     with _routing_lock:
-        return _routing_cache.setdefault(key, (ids, usage))
+        return _routing_cache.setdefault(key, (ids, usage, zero))
 
 
 def _weights_as_ggemm(b: Tensor) -> Tuple[Tensor, bool]:
@@ -265,9 +267,11 @@ def _grouped_mm_impl(a: Tensor, b: Tensor, offs: Tensor, out_dtype: Optional[tor
     if m == 0:
         return out
     weights, transpose_b = _weights_as_ggemm(b)
-    ids, usage = _expert_routing(a.device, experts)
-    # ggemm's offsets start at 0: [0, offs...] (one small kernel, no host sync).
-    a_offsets = torch.nn.functional.pad(offs, (1, 0))
+    ids, usage, zero = _expert_routing(a.device, experts)
+    # ggemm's offsets start at 0: [0, offs...], one small kernel (pad would
+    # launch two), no host sync. A fresh tensor per call, so calls on other
+    # streams never share it.
+    a_offsets = torch.cat((zero, offs.to(torch.int32)))
     _grouped_matmul_impl(a.contiguous(), weights, out, a_offsets, ids, usage, transpose_b, "store", None, 0)
     return out
 
