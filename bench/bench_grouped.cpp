@@ -125,7 +125,7 @@ constexpr int kBackToBack = 20;
 // Cold: one call after an L2 flush (what a call costs on its own).
 // Sustained: kBackToBack calls back to back in one CUDA graph, no flush (how
 // a forward pass calls it; compute-bound rows run at the power cap there),
-// per call, with the SM clock and power read after each run.
+// per call, with the SM clock and power read while each run is on the GPU.
 enum class Mode { kCold, kSustained };
 
 void bench_shape(benchmark::State& state, int shape_index, Impl impl, Mode mode) {
@@ -171,20 +171,22 @@ void bench_shape(benchmark::State& state, int shape_index, Impl impl, Mode mode)
       return;
     }
   }
+  // The clock and power, read while a back-to-back run is on the GPU.
+  auto read_monitor = [&] {
+    if (!s.monitor || !s.monitor->ok()) return;
+    mhz.push_back(s.monitor->sm_mhz());
+    watts.push_back(s.monitor->power_w());
+  };
   for (auto _ : state) {
     const float t = mode == Mode::kCold
                         ? timer.time(s.stream, s.flusher.get(), [&] { err = call(); })
-                        : back_to_back.time_per_call(s.stream, timer, [&] { err = call(); });
+                        : back_to_back.time_per_call(s.stream, timer, [&] { err = call(); }, read_monitor);
     if (!err.empty()) {
       state.SkipWithError(err.c_str());
       break;
     }
     state.SetIterationTime(t * 1e-3);
     ms.push_back(t);
-    if (mode == Mode::kSustained && s.monitor && s.monitor->ok()) {
-      mhz.push_back(s.monitor->sm_mhz());
-      watts.push_back(s.monitor->power_w());
-    }
   }
   if (ms.empty()) return;
   if (mode == Mode::kSustained) {

@@ -157,15 +157,18 @@ class BackToBack {
 
   bool captured() const { return exec_ != nullptr; }
 
-  // Milliseconds per call of one back-to-back run.
-  template <class Fn>
-  float time_per_call(cudaStream_t stream, EventTimer& timer, Fn&& enqueue) {
+  // Milliseconds per call of one back-to-back run. `during()` runs on the
+  // host once the run is enqueued, while the GPU works through it (a reading
+  // of the clock and power under load).
+  template <class Fn, class During>
+  float time_per_call(cudaStream_t stream, EventTimer& timer, Fn&& enqueue, During&& during) {
     const float ms = timer.time(stream, nullptr, [&] {
       if (exec_) {
         CUDA_CHECK(cudaGraphLaunch(exec_, stream));
       } else {
         for (int i = 0; i < calls_; ++i) enqueue();
       }
+      during();
     });
     return ms / float(calls_);
   }
