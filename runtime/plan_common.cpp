@@ -85,7 +85,8 @@ uint32_t auto_tile_m(Arch arch, const GroupedShape &s, int sm_count) {
   // fraction of the device's bandwidth. Halve tile_m while fewer than three
   // quarters of the SMs would get a tile (each halving doubles the weight
   // tiles read from L2, so a few idle SMs are the better trade).
-  while (tile_m > 16 && 4 * row_block_bound(s, tile_m) * column_blocks(s) < 3 * int64_t(sm_count)) tile_m /= 2;
+  const int64_t col_blocks = column_blocks(s);
+  while (tile_m > 16 && 4 * row_block_bound(s, tile_m) * col_blocks < 3 * int64_t(sm_count)) tile_m /= 2;
   return tile_m;
 }
 

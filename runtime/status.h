@@ -40,6 +40,7 @@ class StatusOr {
   StatusOr(Status status) : status_(std::move(status)) {}    // NOLINT
   bool ok() const { return status_.ok(); }
   const Status &status() const { return status_; }
+  const T &value() const & { return value_; }
   T &value() & { return value_; }
   T &&value() && { return std::move(value_); }
   T &operator*() & { return value_; }

@@ -55,7 +55,7 @@ PlanRequest request_of(const CallShape &s) {
 // then the plan; a refusal leaves its message as the thread's last error.
 ggemm_status take_plan(const StatusOr<KernelPlan> &plan, KernelPlan *out) {
   if (!plan.ok()) return report(plan.status());
-  *out = const_cast<StatusOr<KernelPlan> &>(plan).value();
+  *out = plan.value();
   return GGEMM_STATUS_SUCCESS;
 }
 

@@ -38,7 +38,6 @@ __all__ = ["grouped_mm"]
 _OPERAND = {torch.bfloat16: Dtype.BF16, torch.float16: Dtype.FP16}
 _OUTPUT = {torch.bfloat16: Dtype.BF16, torch.float16: Dtype.FP16, torch.float32: Dtype.FP32}
 _INDEX = (torch.int32, torch.uint32)
-_EPILOGUES = {"store": Epilogue.STORE, "accumulate": Epilogue.ACCUMULATE, "row_scale": Epilogue.ROW_SCALE}
 
 
 # ---- the fast path: torch tensors straight into the C structs -----------------
@@ -112,9 +111,7 @@ def _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpos
     if a.shape[0] != m or tuple(b.shape) != expect_b:
         raise ValueError(f"shapes: a {tuple(a.shape)}, b {tuple(b.shape)}, out {tuple(out.shape)} do not fit "
                          f"a [M, K], b {'[E, N, K]' if transpose_b else '[E, K, N]'}, out [M, N]")
-    epi = _EPILOGUES.get(epilogue)
-    if epi is None:
-        raise ValueError(f"epilogue={epilogue!r}: expected 'store', 'accumulate' or 'row_scale'")
+    epi = _core.parse_epilogue(epilogue)
     args = GroupedMatmulArgs()
     args.a_dtype = args.b_dtype = _OPERAND[a.dtype]
     args.c_dtype = _OUTPUT[out.dtype]
