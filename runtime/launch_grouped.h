@@ -21,7 +21,8 @@ struct GroupedLaunch {
   GroupedShape shape;  // what the plan is made from
   int64_t num_experts;
   const void *a;
-  int64_t a_rows;  // M, or 3 * M with activation planes
+  int64_t a_rows;                // M, 3 * M with activation planes, or the gather's source rows
+  const int32_t *a_row_index;    // gather on load: [M] source rows of A (shape.gather); null = row m
   const void *b;
   OutputViewDesc views[3];
   const uint32_t *a_offsets;

@@ -24,6 +24,7 @@ struct GroupedShape {
   ggemm_epilogue epilogue = GGEMM_EPILOGUE_STORE;
   int64_t split0 = 0, split1 = 0;  // output segments; (0, 0) = one
   bool a_planes = false;           // segment s reads activation rows m + s * M
+  bool gather = false;             // row m reads activation row a_row_index[m] (one-row token loads)
 };
 
 // Tiles may cross the splits when the segments only route outputs (no

@@ -116,7 +116,14 @@ typedef enum ggemm_epilogue GGEMM_ENUM_BASE {
   GGEMM_EPILOGUE_ACCUMULATE = 1,
   /* C[m, n] = row_scale[m] * result (the MoE routing weight); row_scale is a
    * device float array of M entries. */
-  GGEMM_EPILOGUE_ROW_SCALE = 2
+  GGEMM_EPILOGUE_ROW_SCALE = 2,
+  /* The MoE gate_up projection's SwiGLU: the N weight rows are gate rows
+   * [0, N/2) then up rows [N/2, N) (the [E, 2I, H] layout of Hugging Face
+   * and vLLM checkpoints) and C is [M, N/2]:
+   *   C[m, j] = silu(r[m, j]) * r[m, N/2 + j],  silu(g) = g / (1 + exp(-g)),
+   * with r the fp32 result, rounded once. Needs transpose_b = 1, N a
+   * multiple of 16, a bf16 or fp16 C, no plane splits. */
+  GGEMM_EPILOGUE_SWIGLU = 3
 } ggemm_epilogue;
 
 /* Upper bound on num_groups. */
@@ -205,6 +212,13 @@ typedef struct ggemm_grouped_matmul_args {
   const float *row_scale; /* [M] device array, 4-byte aligned; GGEMM_EPILOGUE_ROW_SCALE only */
 
   const ggemm_config *config; /* NULL = automatic */
+
+  /* Gather on load (the MoE layer's tokens stay in token order): row m of
+   * the product reads activation row a_row_index[m] of A, which then has
+   * a_rows rows ([a_rows, K]); NULL = row m of A ([M, K]). An index outside
+   * [0, a_rows) reads zeros (checked mode reports it). No plane splits. */
+  const int32_t *a_row_index; /* [M] device array, 4-byte aligned, or NULL */
+  int64_t a_rows;             /* rows of A when a_row_index is set, >= 1 */
 } ggemm_grouped_matmul_args;
 
 /*
@@ -371,7 +385,121 @@ GGEMM_API ggemm_status ggemm_lora_expand_qkv(ggemm_handle_t handle, const ggemm_
 #define GGEMM_DEVICE_FAULT_OFFSET_PAST_M 0x2u        /* a_offsets[g + 1] > M */
 #define GGEMM_DEVICE_FAULT_ID_OUT_OF_RANGE 0x4u      /* an expert (adapter) id < -1 or >= E (G) */
 #define GGEMM_DEVICE_FAULT_ACTIVE_COUNT 0x8u         /* expert_usage_stats[1] > num_groups */
+#define GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE 0x10u   /* a gather index (a_row_index) or a combine index outside its rows */
+#define GGEMM_DEVICE_FAULT_WEIGHT_NOT_FINITE 0x20u     /* a routing weight is NaN or infinite (its slot is dropped) */
 GGEMM_API ggemm_status ggemm_set_device_status(ggemm_handle_t handle, uint32_t *device_status);
+
+/*
+ * The MoE layer (docs/design.md, section 1.4):
+ *   out[t] = sum_j w[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t])),  e = ids[t, j]
+ * in three steps that ggemm_moe_ffn runs as one call: ggemm_moe_route sorts
+ * the (token, slot) pairs by expert; the gate_up grouped matmul gathers
+ * their tokens (a_row_index) and applies SwiGLU; the down grouped matmul
+ * scales each row by its routing weight (GGEMM_EPILOGUE_ROW_SCALE) and
+ * writes it in sorted order; ggemm_moe_combine sums each token's k rows.
+ *
+ * Expert parallelism: a rank holds experts [first_expert, first_expert +
+ * local_experts) of num_experts; a slot whose id is outside that range (or
+ * -1) has no expert here and contributes nothing.
+ */
+
+/* Arguments of ggemm_moe_route. Sorted row m is the m-th (token, slot) pair
+ * with a local expert, ordered by expert, then by t * top_k + slot (stable:
+ * the same routing always gives the same rows). The routed row count R is
+ * a_offsets[expert_usage_stats[1]]. */
+typedef struct ggemm_moe_route_args {
+  size_t struct_size; /* sizeof(ggemm_moe_route_args) */
+
+  int64_t num_tokens;    /* T; 0 writes empty routing (no groups) */
+  int64_t top_k;         /* k, 1..64 */
+  int64_t num_experts;   /* global expert count; ids in [0, num_experts) name one */
+  int64_t first_expert;  /* first local expert, 0 without expert parallelism */
+  int64_t local_experts; /* 1..GGEMM_MAX_GROUPS; first + local <= num_experts */
+
+  const int32_t *topk_ids;  /* [T, k]; -1 = no expert. Other ids outside [0, num_experts)
+                               are treated as -1 and reported by checked mode */
+  const float *topk_weights; /* [T, k]; a NaN or infinite weight drops its slot (checked
+                                mode reports it) */
+
+  /* Outputs, device arrays (the grouped matmuls' routing): one group per
+   * local expert that has rows, in expert order. */
+  uint32_t *a_offsets;          /* [local_experts + 1]; entries past the active count = R */
+  int32_t *expert_ids;          /* [local_experts]: the local expert (weights' first index)
+                                   of group g; -1 past the active count */
+  uint32_t *expert_usage_stats; /* [2]: most rows in a group, active groups */
+  int32_t *row_token;           /* [T * k]: token of sorted row m (the gather index); -1 for m >= R */
+  int32_t *row_slot;            /* [T * k]: t * k + slot of sorted row m; -1 for m >= R */
+  float *row_weight;            /* [T * k]: routing weight of sorted row m; 0 for m >= R */
+  int32_t *slot_row;            /* [T * k]: sorted row of (t, slot), -1 = no local expert */
+
+  void *workspace;        /* device scratch of ggemm_moe_route_workspace_size bytes, 16-byte aligned */
+  size_t workspace_bytes; /* at least that size */
+} ggemm_moe_route_args;
+
+/* Arguments of ggemm_moe_combine: out[t, :] = sum over slots j with
+ * slot_row[t * k + j] >= 0 of y[slot_row[t * k + j], :], summed in fp32 in
+ * slot order and rounded once (bitwise reproducible). */
+typedef struct ggemm_moe_combine_args {
+  size_t struct_size; /* sizeof(ggemm_moe_combine_args) */
+
+  ggemm_dtype y_dtype;   /* bf16 or fp16 */
+  ggemm_dtype out_dtype; /* bf16, fp16 (= y_dtype) or fp32 */
+
+  int64_t num_tokens; /* T; 0 is a no-op */
+  int64_t top_k;      /* k, 1..64 */
+  int64_t hidden;     /* columns of y and out; a multiple of 8 */
+  int64_t y_rows;     /* rows of y; a slot_row entry >= y_rows reads nothing
+                         (checked mode reports it) */
+
+  const void *y;          /* [y_rows, hidden]: the weighted down projection, sorted rows */
+  const int32_t *slot_row; /* [T, k], as ggemm_moe_route writes it */
+  void *out;              /* [T, hidden] */
+  int accumulate;         /* 1: out += the sum (fp32 out only): out accumulates over calls */
+} ggemm_moe_combine_args;
+
+/* Arguments of ggemm_moe_ffn: the whole layer in one call. */
+typedef struct ggemm_moe_ffn_args {
+  size_t struct_size; /* sizeof(ggemm_moe_ffn_args) */
+
+  ggemm_dtype dtype; /* bf16 or fp16: x, weights, out; fp32 accumulation throughout */
+
+  int64_t num_tokens;    /* T; 0 is a no-op */
+  int64_t hidden;        /* H; a multiple of 8 */
+  int64_t intermediate;  /* I, the moe ffn size; a multiple of 8 */
+  int64_t top_k;         /* k, 1..64 */
+  int64_t num_experts;   /* as in ggemm_moe_route_args */
+  int64_t first_expert;
+  int64_t local_experts;
+
+  const void *x;              /* [T, H], in token order */
+  const void *w_gate_up;      /* [local_experts, 2I, H]: rows [0, I) gate, [I, 2I) up */
+  const void *w_down;         /* [local_experts, H, I] */
+  const int32_t *topk_ids;    /* [T, k] */
+  const float *topk_weights;  /* [T, k] */
+  void *out;                  /* [T, H] */
+
+  void *workspace;        /* device scratch of ggemm_moe_ffn_workspace_size bytes, 16-byte aligned */
+  size_t workspace_bytes; /* at least that size */
+} ggemm_moe_ffn_args;
+
+/* The device workspace a call with these arguments needs (it depends on
+ * T, k, H, I, local_experts and dtype only; pointers may be NULL here).
+ * Returns the argument statuses of the call itself. */
+GGEMM_API ggemm_status ggemm_moe_route_workspace_size(const ggemm_moe_route_args *args, size_t *bytes);
+GGEMM_API ggemm_status ggemm_moe_ffn_workspace_size(const ggemm_moe_ffn_args *args, size_t *bytes);
+
+/* Enqueues the routing (at most two launches). Asynchronous, graph-safe. */
+GGEMM_API ggemm_status ggemm_moe_route(ggemm_handle_t handle, const ggemm_moe_route_args *args,
+                                       ggemm_stream_t stream);
+
+/* Enqueues the top-k sum (one launch). Asynchronous, graph-safe. */
+GGEMM_API ggemm_status ggemm_moe_combine(ggemm_handle_t handle, const ggemm_moe_combine_args *args,
+                                         ggemm_stream_t stream);
+
+/* Enqueues the whole layer: route, gate_up (gather, SwiGLU), down (row
+ * scale), combine, every intermediate in the workspace. Asynchronous,
+ * graph-safe (a captured call replays with new x, ids and weights). */
+GGEMM_API ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn_args *args, ggemm_stream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -139,6 +139,8 @@ class GroupedMatmulArgs(_ArgsStruct):
         ("epilogue", c_int),
         ("row_scale", c_void_p),  # const float *
         ("config", POINTER(Config)),
+        ("a_row_index", c_void_p),  # const int32_t *, NULL = no gather
+        ("a_rows", c_int64),
     ]
 
 
