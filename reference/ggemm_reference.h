@@ -22,7 +22,10 @@ namespace ggemm::ref {
 //       STORE:      C = round(result)
 //       ROW_SCALE:  C = round(result * row_scale[m])        (fp32 multiply)
 //       ACCUMULATE: C = round(float(C) + result)            (one rounding)
-//     where round() is round-to-nearest-even into c_dtype (identity for fp32).
+//       SWIGLU:     C[m, j] = round(silu(r[j]) * r[N/2 + j]) for j < N/2, C [M, N/2]
+//     where round() is round-to-nearest-even into c_dtype (identity for fp32);
+//   - with a_row_index (gather), row m reads A row a_row_index[m] (zeros when
+//     outside [0, a_rows)).
 // Assumes otherwise valid arguments (no validation beyond not crashing).
 // `threads` = 0 uses std::thread::hardware_concurrency(). The result does not
 // depend on the thread count.

@@ -7,6 +7,7 @@
 // order, so the result does not depend on the thread count.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <thread>
 #include <vector>
@@ -42,14 +43,17 @@ void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads) {
 
   const ggemm_dtype c_dtype = args.c_dtype;
   const bool accumulate = args.epilogue == GGEMM_EPILOGUE_ACCUMULATE;
+  // SwiGLU: C is [M, N/2], C[m, j] = silu(r[m, j]) * r[m, N/2 + j].
+  const bool swiglu = args.epilogue == GGEMM_EPILOGUE_SWIGLU;
+  const size_t c_cols = swiglu ? n_cols / 2 : n_cols;
 
   // Inactive groups contribute 0: zeros for STORE / ROW_SCALE, C += 0 (no
   // change) for ACCUMULATE.
   if (!accumulate)
     for (const Span& s : inactive)
       for (int64_t m = s.start; m < s.end; ++m)
-        for (size_t n = 0; n < n_cols; ++n)
-          store_from_float(c_dtype, args.c, static_cast<size_t>(m) * n_cols + n, 0.0f);
+        for (size_t n = 0; n < c_cols; ++n)
+          store_from_float(c_dtype, args.c, static_cast<size_t>(m) * c_cols + n, 0.0f);
 
   // Activation plane of each column, and a dense slot per plane actually used
   // so that planes no column reads are never touched.
@@ -76,12 +80,20 @@ void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads) {
       for (int64_t m = s.start; m < s.end; ++m) rows.push_back(m);
     const size_t R = rows.size();
 
-    // Activations: a_f[(slot * R + i) * K + k] = A[rows[i] + plane * M, k].
+    // Activations: a_f[(slot * R + i) * K + k] = A[rows[i] + plane * M, k],
+    // or with a gather A[a_row_index[rows[i]], k] (zeros outside [0, a_rows)).
     std::vector<float> a_f(static_cast<size_t>(num_slots) * R * k_len);
     parallel_for(static_cast<size_t>(num_slots) * R, threads, [&](size_t t) {
       const size_t slot = t / R, i = t % R;
-      const size_t a_row = static_cast<size_t>(rows[i] + slot_plane[slot] * M);
-      widen(args.a_dtype, args.a, a_row * k_len, k_len, a_f.data() + t * k_len);
+      int64_t a_row = rows[i] + slot_plane[slot] * M;
+      if (args.a_row_index) {
+        a_row = args.a_row_index[rows[i]];
+        if (a_row < 0 || a_row >= args.a_rows) {
+          std::fill(a_f.begin() + t * k_len, a_f.begin() + (t + 1) * k_len, 0.0f);
+          return;
+        }
+      }
+      widen(args.a_dtype, args.a, static_cast<size_t>(a_row) * k_len, k_len, a_f.data() + t * k_len);
     });
 
     // Weights as W[n][k] (size_t indexing: B may exceed 4 GiB).
@@ -102,6 +114,8 @@ void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads) {
       }
     });
 
+    // SwiGLU's fp32 results, combined once every column is known.
+    std::vector<float> swiglu_r(swiglu ? R * n_cols : 0);
     // Products and epilogue, one (row block, column block) tile per task.
     const size_t r_blocks = (R + kRowBlock - 1) / kRowBlock;
     parallel_for(r_blocks * n_blocks, threads, [&](size_t t) {
@@ -118,6 +132,9 @@ void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads) {
           const size_t idx = m * n_cols + n;
           const float r = result[i - i0];
           switch (args.epilogue) {
+            case GGEMM_EPILOGUE_SWIGLU:
+              swiglu_r[i * n_cols + n] = r;
+              break;
             case GGEMM_EPILOGUE_STORE:
               store_from_float(c_dtype, args.c, idx, r);
               break;
@@ -132,6 +149,14 @@ void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads) {
         }
       }
     });
+    if (swiglu)
+      parallel_for(R, threads, [&](size_t i) {
+        const size_t m = static_cast<size_t>(rows[i]);
+        for (size_t j = 0; j < c_cols; ++j) {
+          const float gate = swiglu_r[i * n_cols + j], up = swiglu_r[i * n_cols + c_cols + j];
+          store_from_float(c_dtype, args.c, m * c_cols + j, gate / (1.0f + std::exp(-gate)) * up);
+        }
+      });
   }
 }
 

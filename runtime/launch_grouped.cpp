@@ -55,6 +55,26 @@ Status encode_token_map(const Driver &drv, const GroupedLaunch &a, const KernelP
                            out);
 }
 
+// The SwiGLU epilogue's gate_up weights [E, 2I, K] as a 5-D view {K, 8
+// rows, gate | up, I / 8 feature octets, E}: one box {tile_k, 8, 2, 8, 1}
+// lands as 128 rows interleaving 8 gate rows with the 8 up rows of the same
+// features (kSwigluOctet), so a tile's gate and up values meet in each
+// thread's wgmma fragment.
+Status encode_swiglu_weights(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k, GroupedGemmParams *p) {
+  const GroupedShape &s = a.shape;
+  const uint32_t in_bytes = dtype_bytes(s.a_dtype);
+  const uint64_t row_bytes = uint64_t(s.k) * in_bytes, half = uint64_t(s.n) / 2;
+  TensorMapSpec weights{"swiglu weights", a.b, tma_dtype(s.a_dtype), in_bytes, 5,
+                        {uint64_t(s.k), kSwigluOctet, 2, half / kSwigluOctet, uint64_t(a.num_experts)},
+                        {k.swizzle_bytes / 2, kSwigluOctet, 2, k.weights_box_rows / (2 * kSwigluOctet), 1},
+                        tma_swizzle_for_bytes(k.swizzle_bytes)};
+  weights.strides[0] = row_bytes;                        // a row
+  weights.strides[1] = half * row_bytes;                 // gate -> up
+  weights.strides[2] = kSwigluOctet * row_bytes;         // the next octet of features
+  weights.strides[3] = uint64_t(s.n) * row_bytes;        // the next expert
+  return encode_tensor_map(drv, weights, &p->tmap_weights);
+}
+
 // The operands' tensor maps, of the call's own pointers (never cached).
 Status encode_operand_maps(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k, GroupedGemmParams *p) {
   const GroupedShape &s = a.shape;
@@ -64,8 +84,12 @@ Status encode_operand_maps(const Driver &drv, const GroupedLaunch &a, const Kern
   if (k.k_slices > 1) {
     GGEMM_RETURN_IF_ERROR(encode_sliced_operands(drv, a, k, p));
   } else {
-    GGEMM_RETURN_IF_ERROR(encode_token_map(drv, a, k, k.tile_m / k.cluster_size, &p->tmap_tokens));
-    if (s.transpose_b) {
+    // Gathered rows load one row a box (ptx/sm90/producer.cuh).
+    const uint32_t token_box_rows = s.gather ? 1 : k.tile_m / k.cluster_size;
+    GGEMM_RETURN_IF_ERROR(encode_token_map(drv, a, k, token_box_rows, &p->tmap_tokens));
+    if (s.epilogue == GGEMM_EPILOGUE_SWIGLU) {
+      GGEMM_RETURN_IF_ERROR(encode_swiglu_weights(drv, a, k, p));
+    } else if (s.transpose_b) {
       GGEMM_RETURN_IF_ERROR(encode_tensor_map(drv,
                                               {"weights", a.b, tma_dtype(s.a_dtype), in_bytes, 3,
                                                {uint64_t(s.k), uint64_t(s.n), uint64_t(a.num_experts)},
@@ -137,6 +161,8 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
   for (int v = 0; v < 3; ++v)
     p.out[v] = OutputView{a.views[v].base, uint32_t(a.views[v].ld), uint32_t(a.views[v].col_offset)};
   p.row_scale = a.row_scale;
+  p.a_row_index = a.a_row_index;
+  p.gather_rows = s.gather ? uint32_t(a.a_rows) : 0;
   p.a_offsets = a.a_offsets;
   p.expert_ids = a.expert_ids;
   p.usage_stats = a.usage_stats;

@@ -14,6 +14,11 @@ namespace ggemm {
 
 StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &shape,
                                 const ggemm_config *config) {
+  // Not yet in the sm_100a kernels (TMA's gather4 and the same interleaved
+  // SwiGLU view are their counterparts): refused, never run wrong.
+  if (shape.gather || shape.epilogue == GGEMM_EPILOGUE_SWIGLU)
+    return error(GGEMM_STATUS_INVALID_VALUE, "%s is not yet implemented for sm_100a",
+                 shape.gather ? "gather on load (a_row_index)" : "the SwiGLU epilogue");
   const TileChoice tile = choose_tile(Arch::kSm100a, props, shape, config);
   KernelPlan p;
   GGEMM_ASSIGN_OR_RETURN(p, persistent_plan_of_tile(Arch::kSm100a, shape, tile));

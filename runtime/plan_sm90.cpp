@@ -41,10 +41,14 @@ int64_t short_k_wave(const DeviceProps &props, const GroupedShape &shape, uint32
   return int64_t(sm90_short_k_ctas_per_sm(props, tile_m, shape.k, shape.c_dtype, splits)) * props.sm_count;
 }
 
+// The short-K kernels load whole rows of A by pointer and store, scale or
+// accumulate: no gather, no SwiGLU.
+bool short_k_epilogue(const GroupedShape &shape) { return !shape.gather && shape.epilogue != GGEMM_EPILOGUE_SWIGLU; }
+
 // The short-K kernel's tile for this call, or 0 when it does not take it.
 uint32_t short_k_filter(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                         Sm90ShortK request) {
-  if (request == Sm90ShortK::kNever) return 0;
+  if (request == Sm90ShortK::kNever || !short_k_epilogue(shape)) return 0;
   if (config) return 0;                                   // a config describes the persistent kernel
   if (!shape.transpose_b) return 0;                       // K-major weights only
   if (shape.k > int64_t(sm90::kShortKMaxK)) return 0;     // the whole K in one pass
@@ -61,7 +65,7 @@ uint32_t short_k_filter(const DeviceProps &props, const GroupedShape &shape, con
 // The split short-K kernel's tile for this call, or 0.
 uint32_t short_k_split_filter(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                               Sm90ShortK request) {
-  if (request == Sm90ShortK::kNever) return 0;
+  if (request == Sm90ShortK::kNever || !short_k_epilogue(shape)) return 0;
   if (config || !shape.transpose_b) return 0;  // as the short-K kernel
   if (shape.k <= int64_t(sm90::kShortKMaxK) || shape.k > int64_t(sm90::kShortKSplitMaxK)) return 0;
   if (props.sm_count < int(sm90::kShortKSplit)) return 0;  // a cluster needs that many SMs
@@ -134,6 +138,9 @@ uint32_t choose_k_slices(const KernelPlan &p, const GroupedShape &shape, const D
   if (!shape.transpose_b || p.cluster_size != 1 || p.swizzle_bytes != 128 || shape.k % 64 != 0 ||
       requested_stages != 0)
     return 1;
+  // Gathered rows come one per box, and SwiGLU's interleaved weights take a
+  // 5-D view with no dimension left for the slices.
+  if (shape.gather || shape.epilogue == GGEMM_EPILOGUE_SWIGLU) return 1;
   if (request != 0) return request > 1 && stages_that_fit(p, shape, props, 1, request) >= 2 ? request : 1;
   const uint32_t slice_bytes = (p.weights_box_rows + p.tile_m) * 128;
   uint32_t chosen = 1;
@@ -199,7 +206,15 @@ Status size_pipeline(const DeviceProps &props, const GroupedShape &shape, const 
 
 StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShape &shape,
                                      const ggemm_config *config, uint32_t k_slices_request) {
-  const TileChoice tile = choose_tile(Arch::kSm90a, props, shape, config);
+  TileChoice tile = choose_tile(Arch::kSm90a, props, shape, config);
+  // Gather and SwiGLU exist up to tile_m 128 (sm90::kMaxGatherSwigluTileM).
+  if ((shape.gather || shape.epilogue == GGEMM_EPILOGUE_SWIGLU) && tile.tile_m > sm90::kMaxGatherSwigluTileM) {
+    if (config && config->tile_m != 0)
+      return error(GGEMM_STATUS_INVALID_CONFIG, "config->tile_m = %d: with %s the largest sm_90a tile_m is %u",
+                   config->tile_m, shape.gather ? "gather on load (a_row_index)" : "the SwiGLU epilogue",
+                   sm90::kMaxGatherSwigluTileM);
+    tile.tile_m = sm90::kMaxGatherSwigluTileM;
+  }
   // Pairs sharing the token tile by multicast exist for the prefill tiles
   // (ptx/sm90/kernel_table.h); automatic plans use none.
   if (tile.cluster_m == 2 && !persistent_tile_exists(Arch::kSm90a, shape.c_dtype, tile.tile_m, 2))
@@ -207,18 +222,26 @@ StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShap
                  "config->cluster_m = 2: on sm_90a a pair shares a token tile of %u or more rows; this call's "
                  "tile_m is %u (set tile_m = 128 or 256)",
                  min_cluster_tile_m(Arch::kSm90a, 2), tile.tile_m);
+  const bool swiglu = shape.epilogue == GGEMM_EPILOGUE_SWIGLU;
+  if (tile.cluster_m == 2 && (shape.gather || swiglu))
+    return error(GGEMM_STATUS_INVALID_CONFIG, "config->cluster_m = 2: %s runs without clusters on sm_90a",
+                 shape.gather ? "gather on load (a_row_index)" : "the SwiGLU epilogue");
   KernelPlan p;
   GGEMM_ASSIGN_OR_RETURN(p, persistent_plan_of_tile(Arch::kSm90a, shape, tile));
+  // SwiGLU loads whole octet-pair tiles (kSwigluOctet: 128 interleaved rows,
+  // zeros past I), multiplied by both warpgroups.
+  if (swiglu) p.weights_box_rows = sm90::kTileN;
   // One multiplying consumer warpgroup when N <= 64 (K-major weights, no
   // cluster): the second one's rows would all lie past N, and its 64 guard
   // rows per stage go to the pipeline (weights_stage_rows).
-  p.consumer_warpgroups = shape.transpose_b && p.cluster_size == 1 && shape.n <= 64 ? 1 : 2;
+  p.consumer_warpgroups = shape.transpose_b && p.cluster_size == 1 && shape.n <= 64 && !swiglu ? 1 : 2;
   p.k_slices = choose_k_slices(p, shape, props, tile.stages, k_slices_request);
   GGEMM_RETURN_IF_ERROR(size_pipeline(props, shape, tile, &p));
   // Without a cluster, one K slice a stage: token boxes of each MMA width
   // below tile_m, so a group's last, partial row block loads only the rows
   // its MMA reads (GroupedGemmParams::tmap_tokens_narrow).
-  p.narrow_token_boxes = p.cluster_size == 1 && p.k_slices == 1;
+  // (A gather loads exactly the group's rows, one box each.)
+  p.narrow_token_boxes = p.cluster_size == 1 && p.k_slices == 1 && !shape.gather;
   p.threads = sm90::kThreads;
   p.smem_bytes = sm90::make_smem_layout(p.tile_m, p.swizzle_bytes, dtype_bytes(shape.c_dtype), p.stages,
                                         p.staging_buffers, p.k_slices, p.weights_box_rows, p.consumer_warpgroups)

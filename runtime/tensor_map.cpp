@@ -17,9 +17,9 @@ CUtensorMapSwizzle tma_swizzle_for_bytes(uint32_t bytes) {
 }
 
 Status encode_tensor_map(const Driver &drv, const TensorMapSpec &s, CUtensorMap *out) {
-  cuuint64_t dims[4];
-  cuuint64_t strides[3];  // bytes, for dims 1.. (dim 0 is contiguous)
-  cuuint32_t box[4], elem_strides[4] = {1, 1, 1, 1};
+  cuuint64_t dims[5];
+  cuuint64_t strides[4];  // bytes, for dims 1.. (dim 0 is contiguous)
+  cuuint32_t box[5], elem_strides[5] = {1, 1, 1, 1, 1};
   const bool explicit_strides = s.strides[0] != 0;
   uint64_t stride = s.elem_bytes;
   for (uint32_t i = 0; i < s.rank; ++i) {
@@ -37,8 +37,10 @@ Status encode_tensor_map(const Driver &drv, const TensorMapSpec &s, CUtensorMap 
     const char *name = "?";
     drv.cuGetErrorName(r, &name);
     return error(GGEMM_STATUS_DRIVER_ERROR,
-                 "cuTensorMapEncodeTiled(%s: rank %u, dims {%llu, %llu, %llu, %llu}, box {%u, %u, %u, %u}) returned %s",
-                 s.what, s.rank, dim(0), dim(1), dim(2), dim(3), box_dim(0), box_dim(1), box_dim(2), box_dim(3), name);
+                 "cuTensorMapEncodeTiled(%s: rank %u, dims {%llu, %llu, %llu, %llu, %llu}, box {%u, %u, %u, %u, %u}) "
+                 "returned %s",
+                 s.what, s.rank, dim(0), dim(1), dim(2), dim(3), dim(4), box_dim(0), box_dim(1), box_dim(2), box_dim(3),
+                 box_dim(4), name);
   }
   if (debug_enabled()) {
     std::fprintf(stderr,

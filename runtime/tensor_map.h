@@ -10,21 +10,21 @@
 
 namespace ggemm {
 
-// A tensor of up to 3 dimensions, innermost first (dims[0] contiguous).
+// A tensor of up to 5 dimensions, innermost first (dims[0] contiguous).
 struct TensorMapSpec {
   const char *what;  // for error messages ("activations", "weights", "C")
   const void *base;
   CUtensorMapDataType dtype;
   uint32_t elem_bytes;
-  uint32_t rank;            // 1..4
-  uint64_t dims[4];
-  uint32_t box[4];
+  uint32_t rank;            // 1..5
+  uint64_t dims[5];
+  uint32_t box[5];
   CUtensorMapSwizzle swizzle;
   uint64_t row_pitch = 0;  // elements between consecutive rows (dim 1); 0 = dims[0] (packed)
   // Bytes between steps of dims 1..rank-1, when the view is not packed in
   // dimension order (K-sliced views: a row, then 128 bytes); all 0 = packed
   // (with row_pitch).
-  uint64_t strides[3] = {0, 0, 0};
+  uint64_t strides[4] = {0, 0, 0, 0};
 };
 
 Status encode_tensor_map(const Driver &drv, const TensorMapSpec &spec, CUtensorMap *out);

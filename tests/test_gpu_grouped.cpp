@@ -34,6 +34,11 @@ struct Case {
   int64_t active = -1;       // expert_usage_stats[1]; -1 = all groups
   int tile_m = 0, swizzle = 0, stages = 0;  // config override (0 = auto)
   int cluster_m = 0;                         // config override: 2 = pairs sharing the token tile
+  // Gather on load: A has gather_rows rows and row m reads a random one of
+  // them (a_row_index); with hostile_index some indices lie outside (-1,
+  // -7, gather_rows, INT32_MAX) and read zeros. 0 = no gather.
+  int64_t gather_rows = 0;
+  bool hostile_index = false;
 };
 
 std::ostream &operator<<(std::ostream &os, const Case &c) { return os << c.name; }
@@ -47,7 +52,9 @@ struct Problem {
   std::vector<int32_t> ids;
   uint32_t stats[2] = {0, 0};
   std::vector<uint8_t> a, b, c_init, scale_bytes;
-  DeviceBuffer d_a, d_b, d_c, d_offsets, d_ids, d_stats, d_scale;
+  std::vector<int32_t> row_index;  // gather only
+  int64_t c_cols = 0;              // n, or n / 2 with SwiGLU
+  DeviceBuffer d_a, d_b, d_c, d_offsets, d_ids, d_stats, d_scale, d_row_index;
 
   explicit Problem(const Case &cs, Rng &rng) : c(cs) {
     planes = (c.split0 || c.split1) ? 3 : 1;
@@ -64,15 +71,25 @@ struct Problem {
     stats[0] = uint32_t(max_rows);
     stats[1] = uint32_t(c.active < 0 ? groups : c.active);
 
-    a.resize(size_t(planes * m * c.k) * esize(c.in));
+    const int64_t a_rows = c.gather_rows ? c.gather_rows : planes * m;
+    c_cols = c.epilogue == GGEMM_EPILOGUE_SWIGLU ? c.n / 2 : c.n;
+    a.resize(size_t(a_rows * c.k) * esize(c.in));
     b.resize(size_t(c.num_experts * c.n * c.k) * esize(c.in));
-    c_init.resize(size_t(m * c.n) * esize(c.out));
-    fill_random(c.in, a.data(), size_t(planes * m * c.k), rng);
+    c_init.resize(size_t(m * c_cols) * esize(c.out));
+    fill_random(c.in, a.data(), size_t(a_rows * c.k), rng);
+    if (c.gather_rows) {
+      std::uniform_int_distribution<int32_t> pick(0, int32_t(c.gather_rows - 1));
+      for (int64_t r = 0; r < m; ++r) row_index.push_back(pick(rng));
+      if (c.hostile_index) {
+        const int32_t bad[4] = {-1, -7, int32_t(c.gather_rows), INT32_MAX};
+        for (int i = 0; i < 4 && i < m; ++i) row_index[size_t(i * 3 % m)] = bad[i];
+      }
+    }
     fill_random(c.in, b.data(), size_t(c.num_experts * c.n * c.k), rng);
     poison(c_init.data(), c_init.size());
     if (c.epilogue == GGEMM_EPILOGUE_ACCUMULATE) {
       // Rows that groups own start from random values; the rest stay poison.
-      fill_random(c.out, c_init.data(), size_t(offsets.back() * c.n), rng);
+      fill_random(c.out, c_init.data(), size_t(offsets.back() * c_cols), rng);
     }
     scale_bytes.resize(size_t(std::max<int64_t>(m, 1)) * sizeof(float));
     fill_random(GGEMM_DTYPE_FP32, scale_bytes.data(), size_t(std::max<int64_t>(m, 1)), rng, 0.25f, 2.f);
@@ -95,6 +112,7 @@ struct Problem {
     x.a_plane_split1 = c.split1;
     x.epilogue = c.epilogue;
     x.config = cfg;
+    x.a_rows = c.gather_rows;
     if (device) {
       x.a = d_a.get();
       x.b = d_b.get();
@@ -103,6 +121,7 @@ struct Problem {
       x.expert_ids = d_ids.as<int32_t>();
       x.expert_usage_stats = d_stats.as<uint32_t>();
       x.row_scale = d_scale.as<float>();
+      x.a_row_index = c.gather_rows ? d_row_index.as<int32_t>() : nullptr;
     } else {
       x.a = a.data();
       x.b = b.data();
@@ -110,6 +129,7 @@ struct Problem {
       x.expert_ids = ids.data();
       x.expert_usage_stats = stats;
       x.row_scale = reinterpret_cast<const float *>(scale_bytes.data());
+      x.a_row_index = c.gather_rows ? row_index.data() : nullptr;
     }
     return x;
   }
@@ -127,6 +147,7 @@ void upload(Problem &p) {
   put(p.d_ids, p.ids.data(), p.ids.size() * 4);
   put(p.d_stats, p.stats, 8);
   put(p.d_scale, p.scale_bytes.data(), p.scale_bytes.size());
+  if (!p.row_index.empty()) put(p.d_row_index, p.row_index.data(), p.row_index.size() * 4);
 }
 
 std::vector<uint8_t> reference_output(const Problem &p) {
@@ -168,7 +189,7 @@ TEST_P(GroupedMatmulGpu, MatchesReference) {
   std::vector<uint8_t> got(p.c_init.size());
   CUDA_OK(cudaMemcpy(got.data(), p.d_c.get(), got.size(), cudaMemcpyDeviceToHost));
   const std::vector<uint8_t> expected = reference_output(p);
-  EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data(), p.m, c.n, default_atol(c.out, c.k),
+  EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data(), p.m, p.c_cols, default_atol(c.out, c.k),
                              default_rtol(c.out)));
 }
 
@@ -298,6 +319,75 @@ std::vector<Case> cases() {
       c.epilogue = e;
       add(c);
     }
+  }
+  // SwiGLU (gate rows [0, I), up rows [I, 2I); C [M, I]) and gather on load
+  // (row m reads A row a_row_index[m]), apart and together: I a multiple of
+  // 64 and not (a partial last tile), I = 8 (one octet), decode tiles of 16
+  // tokens (a staging chunk of two octets), large groups on the automatic
+  // tile_m 256 (two staging chunks), inactive and empty groups, fp16, and
+  // indices outside A (they read zeros).
+  for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16}) {
+    Case c{std::string("swiglu_i200_") + dtype_label(out)};
+    c.rows = {27, 400, 0, 150};
+    c.experts = {0, 1, 2, -1};
+    c.n = 400;
+    c.k = 256;
+    c.in = out;
+    c.out = out;
+    c.epilogue = GGEMM_EPILOGUE_SWIGLU;
+    add(c);
+  }
+  {
+    Case c{"swiglu_i768_k2048_large_groups"};
+    c.rows = {600, 9, 513, 1100};
+    c.n = 1536;
+    c.k = 2048;
+    c.epilogue = GGEMM_EPILOGUE_SWIGLU;
+    add(c);
+    c.name = "swiglu_i8_tile16";
+    c.rows = {3, 16, 1, 40};
+    c.n = 16;
+    c.k = 72;
+    c.tile_m = 16;
+    add(c);
+  }
+  for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_SWIGLU}) {
+    Case c{std::string("gather_") +
+           (e == GGEMM_EPILOGUE_STORE ? "store" : e == GGEMM_EPILOGUE_ROW_SCALE ? "row_scale" : "swiglu")};
+    c.rows = {27, 400, 0, 150, 8};
+    c.experts = {0, 1, 2, -1, 3};
+    c.n = 384;
+    c.k = 320;
+    c.epilogue = e;
+    c.gather_rows = 97;
+    add(c);
+  }
+  {
+    Case c{"gather_hostile_indices_fp16"};
+    c.rows = {31, 64, 5};
+    c.n = 256;
+    c.k = 128;
+    c.in = c.out = GGEMM_DTYPE_FP16;
+    c.gather_rows = 40;
+    c.hostile_index = true;
+    add(c);
+    c.name = "gather_swiglu_large_groups";
+    c.rows = {600, 700, 513, 1100};
+    c.n = 1536;
+    c.k = 512;
+    c.in = c.out = GGEMM_DTYPE_BF16;
+    c.epilogue = GGEMM_EPILOGUE_SWIGLU;
+    c.gather_rows = 2000;
+    c.hostile_index = false;
+    add(c);
+    c.name = "gather_decode_tile16";
+    c.rows = {1, 2, 1, 3, 1, 1, 1, 1};
+    c.num_experts = 8;
+    c.n = 512;
+    c.k = 1024;
+    c.epilogue = GGEMM_EPILOGUE_STORE;
+    c.gather_rows = 3;
+    add(c);
   }
   // sm_90a's short-K kernel (K <= 128, K-major; the automatic config takes it
   // where its tiles fit one wave, as here): every output dtype and

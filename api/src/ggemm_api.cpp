@@ -127,10 +127,13 @@ extern "C" ggemm_status ggemm_grouped_matmul(ggemm_handle_t handle, const ggemm_
     l.shape.a_planes = planes;
     l.shape.epilogue = a.epilogue;
     l.num_experts = a.num_experts;
+    l.shape.gather = a.a_row_index != nullptr;
     l.a = a.a;
-    l.a_rows = planes ? 3 * a.m : a.m;
+    l.a_rows = l.shape.gather ? a.a_rows : planes ? 3 * a.m : a.m;
+    l.a_row_index = a.a_row_index;
     l.b = a.b;
-    view_all(l, a.c, a.m, a.n);
+    // SwiGLU's outputs are half the weight rows wide.
+    view_all(l, a.c, a.m, a.epilogue == GGEMM_EPILOGUE_SWIGLU ? a.n / 2 : a.n);
     copy_routing(l, a, a.expert_ids, handle);
     l.row_scale = a.row_scale;
     l.alpha = 1.f;

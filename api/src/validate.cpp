@@ -121,10 +121,26 @@ ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *a) {
   if (a->transpose_b != 0 && a->transpose_b != 1)
     return fail(GGEMM_STATUS_INVALID_VALUE, "transpose_b = %d: must be 0 or 1", a->transpose_b);
   if (a->epilogue != GGEMM_EPILOGUE_STORE && a->epilogue != GGEMM_EPILOGUE_ACCUMULATE &&
-      a->epilogue != GGEMM_EPILOGUE_ROW_SCALE)
+      a->epilogue != GGEMM_EPILOGUE_ROW_SCALE && a->epilogue != GGEMM_EPILOGUE_SWIGLU)
     return fail(GGEMM_STATUS_INVALID_VALUE, "epilogue = %d: not a ggemm_epilogue value", int(a->epilogue));
 
   const bool planes = a->a_plane_split0 != 0 || a->a_plane_split1 != 0;
+  if (a->epilogue == GGEMM_EPILOGUE_SWIGLU) {
+    if (!a->transpose_b)
+      return fail(GGEMM_STATUS_INVALID_VALUE, "epilogue SWIGLU needs transpose_b = 1 (gate_up weights [E, 2I, K])");
+    if (a->n % 16 != 0)
+      return fail(GGEMM_STATUS_INVALID_DIMENSION, "n = %lld: epilogue SWIGLU needs n = 2I with I a multiple of 8",
+                  (long long)a->n);
+    if (a->c_dtype == GGEMM_DTYPE_FP32)
+      return fail(GGEMM_STATUS_INVALID_DTYPE, "c_dtype = fp32: epilogue SWIGLU writes bf16 or fp16");
+    if (planes) return fail(GGEMM_STATUS_INVALID_VALUE, "epilogue SWIGLU takes no plane splits");
+  }
+  if (a->a_row_index) {
+    if (planes) return fail(GGEMM_STATUS_INVALID_VALUE, "a_row_index (gather) takes no plane splits");
+    if (a->a_rows < 1 || a->a_rows >= kMaxDim)
+      return fail(GGEMM_STATUS_INVALID_DIMENSION, "a_rows = %lld: with a_row_index must be in [1, 2^31)",
+                  (long long)a->a_rows);
+  }
   if (planes) {
     if (a->a_plane_split0 <= 0 || a->a_plane_split1 < a->a_plane_split0 || a->a_plane_split1 > a->n)
       return fail(GGEMM_STATUS_INVALID_VALUE,
@@ -138,6 +154,9 @@ ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *a) {
                   (long long)a->m);
   }
   GGEMM_TRY(check_output_elements(a->m, a->n, "n", a->n, "C"));
+  if (a->a_row_index && a->a_rows > (int64_t(1) << 61) / a->k)
+    return fail(GGEMM_STATUS_INVALID_DIMENSION, "a_rows * k = %lld * %lld overflows", (long long)a->a_rows,
+                (long long)a->k);
   // B's size in bytes must be addressable (E * N * K <= 2^61 elements).
   if (a->num_experts > (int64_t(1) << 61) / (a->n * a->k))
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "num_experts * n * k = %lld * %lld * %lld overflows",
@@ -152,6 +171,7 @@ ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *a) {
   GGEMM_TRY(check_index_array(a->expert_ids, "expert_ids"));
   GGEMM_TRY(check_index_array(a->expert_usage_stats, "expert_usage_stats"));
   if (a->epilogue == GGEMM_EPILOGUE_ROW_SCALE) GGEMM_TRY(check_index_array(a->row_scale, "row_scale"));
+  if (a->a_row_index) GGEMM_TRY(check_index_array(a->a_row_index, "a_row_index"));
   return GGEMM_STATUS_SUCCESS;
 }
 

@@ -16,7 +16,15 @@ namespace ggemm {
 enum class WeightLayout { kKMajor, kMNMajor };
 
 // Epilogue codes as the kernels see them (the C ABI's ggemm_epilogue values).
-enum : uint32_t { kEpilogueStore = 0, kEpilogueAccumulate = 1, kEpilogueRowScale = 2 };
+enum : uint32_t { kEpilogueStore = 0, kEpilogueAccumulate = 1, kEpilogueRowScale = 2, kEpilogueSwiglu = 3 };
+
+// The SwiGLU epilogue's weight tile: kTileN weight rows, interleaved by the
+// weights' 5-D tensor map as 8 gate rows, then the 8 up rows of the same
+// features, and so on (an octet pair per 16 rows), so that in the wgmma
+// fragment each thread holds the gate and the up value of one feature
+// (rows r and r + 8 of its warp's 16). A tile's kTileN rows make
+// kTileN / 2 output features.
+constexpr uint32_t kSwigluOctet = 8;
 
 // Where a segment's outputs live: output (m, n) of segment s is element
 // m * ld + (n - col_offset) of base. One view per segment lets a single launch
@@ -33,6 +41,10 @@ struct GroupedGemmParams {
   CUtensorMap tmap_weights;  // weights, 3-D: {K, N, E} (K-major) or {N, K, E}
   OutputView out[3];         // per segment, for the masked edge stores
   const float *row_scale;    // [M], kEpilogueRowScale only
+  // Gather on load: row m reads activation row a_row_index[m] of
+  // gather_rows (one-row token boxes of tmap_tokens); null = row m.
+  const int32_t *a_row_index;
+  uint32_t gather_rows;
   const uint32_t *a_offsets;
   const int32_t *expert_ids;
   const uint32_t *usage_stats;  // [1] = active groups

@@ -16,6 +16,8 @@ enum : uint32_t {
   kFaultOffsetPastM = 2u,         // a_offsets[g + 1] > M
   kFaultIdOutOfRange = 4u,        // an active group's id < -1 or >= the expert (adapter) count
   kFaultActiveCount = 8u,         // expert_usage_stats[1] > num_groups
+  kFaultIndexOutOfRange = 16u,    // a gather (a_row_index) or combine index outside its rows
+  kFaultWeightNotFinite = 32u,    // a routing weight is NaN or infinite
 };
 
 // The faults of active group g (g < the walked group count). One group's
@@ -38,6 +40,12 @@ GGEMM_HOST_DEVICE constexpr uint32_t active_count_faults(uint32_t usage_stats_ac
 }
 
 #if defined(__CUDACC__)
+// ORs `fault` into the checked-mode word (the caller checks that it is on).
+template <typename Params>
+GGEMM_DEVICE void report_device_fault(const Params &p, uint32_t fault) {
+  atomicOr(p.device_status, fault);
+}
+
 // One warp checks every walked group and ORs the faults it found into
 // *p.device_status (once, by lane 0; nothing is written when all is well).
 // Four groups per lane are in flight at once: 128 groups cost about one

@@ -107,7 +107,7 @@ class TileHandoff {
   }
 
   // Slot and parity from one count of the tiles passed (kTileSlots is a
-  // power of two): the producer has 40 registers.
+  // power of two): the producer has 48 registers.
   GGEMM_DEVICE uint32_t slot_index() const { return count_ % kTileSlots; }
   GGEMM_DEVICE uint32_t phase() const { return (count_ / kTileSlots) & 1; }
 

@@ -1,4 +1,4 @@
-// cp.async: 16-byte copies from global into shared memory without passing
+// cp.async: 16- and 4-byte copies from global into shared memory without passing
 // through registers, with zero fill (PTX ISA 9.7.9.25 "cp.async").
 #pragma once
 #include "arch.h"
@@ -12,6 +12,18 @@ namespace ggemm::ptx {
 GGEMM_DEVICE void cp_async_16(uint32_t smem_addr, const void *src, bool valid) {
 #if GGEMM_SM90A || GGEMM_SM100A
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  GGEMM_ARCH_TRAP("cp.async");
+#endif
+}
+
+// cp.async.ca.shared.global, 4 bytes (the 4- and 8-byte forms exist only
+// with .ca): one float or index into shared memory, or 4 zero bytes when
+// `valid` is false (src-size 0: nothing is read).
+GGEMM_DEVICE void cp_async_4(uint32_t smem_addr, const void *src, bool valid) {
+#if GGEMM_SM90A || GGEMM_SM100A
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr), "l"(src), "r"(valid ? 4 : 0)
                : "memory");
 #else
   GGEMM_ARCH_TRAP("cp.async");

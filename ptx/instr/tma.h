@@ -99,6 +99,16 @@ GGEMM_DEVICE void tma_load_4d(void *smem_dst, const CUtensorMap *map, uint64_t *
       : "memory");
 }
 
+// cp.async.bulk.tensor.5d global -> shared; see tma_load_3d.
+GGEMM_DEVICE void tma_load_5d(void *smem_dst, const CUtensorMap *map, uint64_t *bar, int32_t c0, int32_t c1,
+                              int32_t c2, int32_t c3, int32_t c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6, %7}], [%2];" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+      : "memory");
+}
+
 // cp.async.bulk.tensor.2d global -> shared; see tma_load_3d.
 GGEMM_DEVICE void tma_load_2d(void *smem_dst, const CUtensorMap *map, uint64_t *bar, int32_t c0,
                               int32_t c1) {

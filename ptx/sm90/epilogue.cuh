@@ -17,6 +17,7 @@
 #include "../instr/mbarrier.h"
 #include "../instr/stmatrix.h"
 #include "../instr/tma.h"
+#include "row_scales.h"
 #include "staging_buffers.h"
 
 namespace ggemm::sm90 {
@@ -48,6 +49,7 @@ struct OldCRing {
 template <class Cfg>
 struct EpilogueSm90 {
   using Out = typename Cfg::Out;
+  using RowScales = RowScalesSm90<Cfg::kStageTokens>;
 
   // Fragment of m64nNk16 (PTX ISA 9.7.15.5.1.1, "Register fragments"): warp w
   // of the warpgroup owns weight rows 16w..16w+15; acc[4j + e] is row
@@ -59,7 +61,7 @@ struct EpilogueSm90 {
   // then serialises every wgmma of the mainloop (C7515).
   GGEMM_DEVICE static void store(const Sm90GroupedParams &p, const GroupedTile &tile, bool active, uint32_t cw,
                                  uint32_t tid, uint8_t *staging_base, StagingBuffers &staging_buffers,
-                                 const float (&acc)[Cfg::kAccRegs]) {
+                                 RowScales &scales, const float (&acc)[Cfg::kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
     const uint32_t barrier_id = 1 + cw;  // named barrier of this warpgroup (0 is __syncthreads)
 
@@ -72,6 +74,7 @@ struct EpilogueSm90 {
     const CUtensorMap *tmap_out = &p.tmap_out[segment];
 
     const bool scale = p.epilogue == kEpilogueRowScale;  // an inactive tile stages zeros either way
+    const bool swiglu = Cfg::kSwiglu && p.epilogue == kEpilogueSwiglu;
 
 #pragma unroll
     for (uint32_t h = 0; h < Cfg::kStageChunks; ++h) {
@@ -101,15 +104,27 @@ struct EpilogueSm90 {
       // their own, so the others carry no select per output.
       if (!active) {
         stage_zeros(tid, staging);
+      } else if (swiglu) {
+        stage_swiglu_chunk(p, h, warp, lane, staging, acc);
       } else if (scale) {
-        stage_chunk<true, false>(p, tile, h, warp, lane, staging, acc);
+        stage_chunk<true, false>(p, h, warp, lane, staging, scales, acc);
+        // The next chunk's weights (tile_m 256): on their way while this
+        // chunk is stored.
+        if (h + 1 < Cfg::kStageChunks) {
+          const uint32_t next = first + Cfg::kStageTokens;
+          scales.load(p, tile.row0 + next, tile.rows > next ? tile.rows - next : 0, lane);
+        }
       } else {
-        stage_chunk<false, false>(p, tile, h, warp, lane, staging, acc);
+        stage_chunk<false, false>(p, h, warp, lane, staging, scales, acc);
       }
       ptx::fence_proxy_async_shared_cta();
       ptx::bar_sync(barrier_id, 128);
 
       if (cols == 0) continue;
+      if (swiglu) {
+        swiglu_stores(tid, staging, rows, cols / 2, col0 / 2, row0, view);
+        continue;
+      }
       if (rows == Cfg::kStageTokens && cols == Cfg::kFeaturesPerWarpgroup && !crosses) {  // whole: one TMA store
         if (tid == 0) {
           for (uint32_t b = 0; b < Cfg::kBoxes; ++b)
@@ -164,7 +179,8 @@ struct EpilogueSm90 {
     uint8_t *staging = staging_base + slot * Cfg::kStagingBytes;
 
     ptx::mbarrier_wait_parity(&c.full[slot], phase);
-    stage_chunk<false, true>(p, tile, 0, warp, lane, staging, acc);
+    const RowScales unused{};  // no row scale with accumulate
+    stage_chunk<false, true>(p, 0, warp, lane, staging, unused, acc);
     // Generic writes (and reads) of the slot before the TMA store reads it,
     // or before the producer's next TMA load overwrites it.
     ptx::fence_proxy_async_shared_cta();
@@ -192,6 +208,56 @@ struct EpilogueSm90 {
     }
   }
 
+  // SwiGLU: chunk h of this warpgroup's kFeaturesPerWarpgroup / 2 output
+  // features, silu(gate) * up from the interleaved fragment (the weights'
+  // octet pairs, kSwigluOctet): acc[4j + e] is the gate (e < 2) or the up
+  // (e >= 2) value of feature 8 * warp + lane / 4 for token 8j + 2 (lane % 4)
+  // + e % 2. stmatrix .x4.trans stores four token octets of the warp's 8
+  // features at once: matrix i is octet jj + i, whose row r (a token) lane
+  // 8i + r addresses: 16 bytes at 16-byte chunk `warp` of the token's
+  // 128-byte staging row (chunks 4..7 stay unused). A chunk of fewer than 4
+  // octets (tile_m 16) stores its last octet again.
+  GGEMM_DEVICE static void stage_swiglu_chunk(const Sm90GroupedParams &p, uint32_t h, uint32_t warp, uint32_t lane,
+                                              uint8_t *staging, const float (&acc)[Cfg::kAccRegs]) {
+    if constexpr (Cfg::kOutBytes == 2) {  // SwiGLU writes 16-bit outputs only (the API refuses fp32)
+    constexpr int kOctets = Cfg::kStageTokens / 8;
+    const uint32_t base = ptx::smem_addr(staging);
+#pragma unroll
+    for (int jj = 0; jj < kOctets; jj += 4) {
+      uint32_t packed[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int j = int(h) * kOctets + min(jj + i, kOctets - 1);
+        packed[i] = OutConvert<Out>::pack2(swiglu(p.alpha * acc[4 * j], p.alpha * acc[4 * j + 2]),
+                                           swiglu(p.alpha * acc[4 * j + 1], p.alpha * acc[4 * j + 3]));
+      }
+      const uint32_t octet = uint32_t(min(jj + int(lane / 8), kOctets - 1));
+      ptx::stmatrix_x4_trans(base + swizzle128_offset(8 * octet + lane % 8, warp), packed[0], packed[1], packed[2],
+                             packed[3]);
+    }
+    }
+  }
+
+  // silu(gate) * up, in fp32.
+  // (__fdividef: IEEE division calls a slow path that spills; past gate
+  // -87 it returns 0 where silu is below 1e-36.)
+  GGEMM_DEVICE static float swiglu(float gate, float up) { return __fdividef(gate, 1.f + __expf(-gate)) * up; }
+
+  // A SwiGLU chunk's stores: 16 bytes (8 features) per thread and step, rows
+  // past the group and features past the output's width skipped. `cols`
+  // output features from output column col0.
+  GGEMM_DEVICE static void swiglu_stores(uint32_t tid, const uint8_t *staging, uint32_t rows, uint32_t cols,
+                                         uint32_t col0, int32_t row0, const OutputView &view) {
+    constexpr uint32_t kChunksPerRow = Cfg::kFeaturesPerWarpgroup / 2 / 8;
+    for (uint32_t idx = tid; idx < Cfg::kStageTokens * kChunksPerRow; idx += 128) {
+      const uint32_t token = idx / kChunksPerRow, ch = idx % kChunksPerRow;
+      if (token >= rows || ch * 8 >= cols) continue;
+      const uint4 v = *reinterpret_cast<const uint4 *>(staging + swizzle128_offset(token, ch));
+      Out *dst = reinterpret_cast<Out *>(view.base) + size_t(row0 + token) * view.ld + (col0 + ch * 8 - view.col_offset);
+      *reinterpret_cast<uint4 *>(dst) = v;
+    }
+  }
+
   // An inactive tile's chunk: zeros in every byte of this warpgroup's
   // staging buffer (the swizzle does not matter for zeros).
   GGEMM_DEVICE static void stage_zeros(uint32_t tid, uint8_t *staging) {
@@ -206,13 +272,10 @@ struct EpilogueSm90 {
   // buffer as the output type: alpha, then the routing weight (kScale) or
   // the old value already loaded into the buffer (kAccumulate).
   template <bool kScale, bool kAccumulate>
-  GGEMM_DEVICE static void stage_chunk(const Sm90GroupedParams &p, const GroupedTile &tile, uint32_t h, uint32_t warp,
-                                       uint32_t lane, uint8_t *staging, const float (&acc)[Cfg::kAccRegs]) {
-    // The routing weight of token 8j + 2 * (lane % 4) + odd.
-    auto row_scale = [&](int j, int odd) {
-      const uint32_t token = 8 * j + 2 * (lane % 4) + odd;
-      return token < tile.rows ? __ldg(&p.row_scale[tile.row0 + token]) : 0.f;
-    };
+  GGEMM_DEVICE static void stage_chunk(const Sm90GroupedParams &p, uint32_t h, uint32_t warp, uint32_t lane,
+                                       uint8_t *staging, const RowScales &scales, const float (&acc)[Cfg::kAccRegs]) {
+    // The routing weight of the chunk's token 8jj + 2 * (lane % 4) + odd.
+    auto row_scale = [&](int j, int odd) { return scales.get(j, odd, lane); };
     constexpr int kOctets = Cfg::kStageTokens / 8;  // token octets per chunk
     if constexpr (Cfg::kOutBytes == 2) {
       const uint32_t lane_addr = stmatrix_lane_addr(ptx::smem_addr(staging), warp, lane);
@@ -224,7 +287,7 @@ struct EpilogueSm90 {
 #pragma unroll
         for (int x = 0; x < 8; ++x) v[x] = acc[4 * j + x] * p.alpha;
         if constexpr (kScale) {
-          const float s[4] = {row_scale(j, 0), row_scale(j, 1), row_scale(j + 1, 0), row_scale(j + 1, 1)};
+          const float s[4] = {row_scale(jj, 0), row_scale(jj, 1), row_scale(jj + 1, 0), row_scale(jj + 1, 1)};
 #pragma unroll
           for (int x = 0; x < 8; ++x) v[x] *= s[2 * (x / 4) + x % 2];
         }
@@ -248,7 +311,7 @@ struct EpilogueSm90 {
 #pragma unroll
       for (int jj = 0; jj < kOctets; ++jj) {
         const int j = int(h) * kOctets + jj;
-        const float s[2] = {kScale ? row_scale(j, 0) : 1.f, kScale ? row_scale(j, 1) : 1.f};
+        const float s[2] = {kScale ? row_scale(jj, 0) : 1.f, kScale ? row_scale(jj, 1) : 1.f};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float *slot = fp32_staging_slot(staging, warp, lane, jj, e);

@@ -9,7 +9,7 @@
 // consumer warpgroups, 64 weight rows each) and the tokens its N side
 // (tile_m = 16..256), so decode-sized groups waste little.
 //
-//   warpgroup 0  40 registers. Warp 1: one thread walks the tiles and hands
+//   warpgroup 0  48 registers. Warp 1: one thread walks the tiles and hands
 //                each to the other roles through shared memory
 //                (ptx/blocks/tile_handoff.h), so no other role waits on the
 //                walk's routing loads. Warp 0: the producer, one thread
@@ -90,7 +90,15 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static constexpr uint32_t kStageTokens = sm90_epilogue_stage_tokens(TileM);
   static constexpr uint32_t kStageChunks = TileM / kStageTokens;
   static constexpr uint32_t kStagingBytes = kBoxes * kStageTokens * 128;
-  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
+  // Producer 48 (the gather's row loop), consumers 232: 128 * 48 + 256 *
+  // 232 = the SM's 65536 registers.
+  static constexpr uint32_t kProducerRegs = 48, kConsumerRegs = 232;
+  // The SwiGLU epilogue (16-bit outputs) and gather on load (no cluster):
+  // not at tile_m 256, where they spill (the accumulators' 128 registers
+  // leave the epilogue too few; the gather's row loop the producer). The
+  // runtime plans tile_m <= kMaxGatherSwigluTileM for them.
+  static constexpr bool kSwiglu = sizeof(OutT) == 2 && TileM <= int(kMaxGatherSwigluTileM);
+  static constexpr bool kGather = ClusterM == 1 && TileM <= int(kMaxGatherSwigluTileM);
   // The consumer warpgroups that multiply (Sm90GroupedParams::
   // consumer_warpgroups): one when N <= 64, for K-major weights without a
   // cluster; otherwise both.
@@ -190,7 +198,7 @@ struct GroupedGemmSm90 {
       }
     }
     // Checked mode: one warp of CTA 0 looks at the routing arrays before the
-    // roles split (after it, the producer's 40 registers have no room, and
+    // roles split (after it, the producer's 48 registers have no room, and
     // in a consumer the extra code costs ptxas registers the accumulators
     // need). CTA 0 starts about one memory latency later; only in checked
     // mode.
@@ -294,6 +302,10 @@ struct GroupedGemmSm90 {
                                         TraceWriter &trace) {
     const bool active = tile.expert >= 0;
     trace.record(kTraceTile, tile_index);
+    // The row-scale epilogue's weights of the first chunk, loaded now so
+    // that their latency hides under the mainloop (row_scales.h).
+    typename EpilogueSm90<Cfg>::RowScales scales;
+    if (active && p.epilogue == kEpilogueRowScale) scales.load(p, tile.row0, tile.rows, tid % 32);
     if (active) {
       MainloopSm90<Cfg>::template run<Swizzle, Slices, Cfg::kTileM>(p, smem, layout, full, empty, cw, tile.rows, pipe,
                                                                     acc, trace);
@@ -309,7 +321,7 @@ struct GroupedGemmSm90 {
         return;
       }
     }
-    EpilogueSm90<Cfg>::store(p, tile, active, cw, tid, staging, staging_buffers, acc);
+    EpilogueSm90<Cfg>::store(p, tile, active, cw, tid, staging, staging_buffers, scales, acc);
     trace.record(kTraceEpilogueEnd, tile_index);
   }
 };

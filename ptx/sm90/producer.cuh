@@ -6,6 +6,7 @@
 #include "../blocks/cluster_tiles.h"
 #include "params.h"
 #include "../blocks/pipeline.h"
+#include "../blocks/routing_check.h"
 #include "../blocks/tile_handoff.h"
 #include "../blocks/tile_scheduler.h"
 #include "../blocks/trace.h"
@@ -21,7 +22,7 @@ namespace ggemm::sm90 {
 template <class Cfg>
 struct TileWalkerSm90 {
   // The cluster's walk (cluster_walk, as the CPU tests simulate it), read
-  // from the special registers at each use (the walker has 40 registers).
+  // from the special registers at each use (the walker has 48 registers).
   GGEMM_DEVICE static uint32_t first_tile() {
     return uint32_t(cluster_walk(blockIdx.x, gridDim.x, Cfg::kClusterM).first);
   }
@@ -84,7 +85,9 @@ struct ProducerSm90 {
       // takes as long as a full one.
       const CUtensorMap *tokens = &p.tmap_tokens;
       uint32_t tile_stage_bytes = stage_bytes;
-      if (Cfg::narrow_token_boxes(p)) {
+      if (gathers(p)) {
+        tile_stage_bytes = weights_bytes + min(tile.rows, uint32_t(Cfg::kTileM)) * p.swizzle_bytes;
+      } else if (Cfg::narrow_token_boxes(p)) {
         const uint32_t width = narrow_mma_width(tile.rows, Cfg::kTileM);
         if (width < uint32_t(Cfg::kTileM)) {
           tokens = &p.tmap_tokens_narrow[narrow_token_map_index(width)];
@@ -129,6 +132,26 @@ struct ProducerSm90 {
     }
   }
 
+  // Gather on load (a_row_index): no cluster, one K slice a stage (the
+  // runtime plans it so).
+  GGEMM_DEVICE static bool gathers(const Sm90GroupedParams &p) {
+    return Cfg::kGather && p.a_row_index != nullptr;
+  }
+
+  // A gathered stage's tokens: one one-row box per token row of the tile
+  // (tmap_tokens has boxes of one row), each at its row of the 128B-swizzled
+  // tile: the TMA swizzles by shared-memory address, so a row lands as it
+  // would in a whole box. An index outside the activations reads zeros
+  // (TMA's out-of-bounds fill), reported in checked mode.
+  GGEMM_DEVICE static void load_gathered_tokens(const Sm90GroupedParams &p, uint8_t *x, uint64_t *bar, int32_t k0,
+                                                const GroupedTile &tile) {
+    const uint32_t rows = min(tile.rows, uint32_t(Cfg::kTileM));
+    for (uint32_t r = 0; r < rows; ++r) {
+      const int32_t source = __ldg(&p.a_row_index[tile.row0 + r]);
+      ptx::tma_load_2d(x + r * p.swizzle_bytes, &p.tmap_tokens, bar, k0, source);
+    }
+  }
+
   // The TMA loads of stage ki of a tile into weights w and tokens x, both
   // completing on `bar`: one slice of K (tile_k), or with the K-sliced views
   // k_slices slices in one box per operand (past K: zero-filled, their bytes
@@ -146,12 +169,22 @@ struct ProducerSm90 {
     }
     const int32_t k0 = int32_t(ki * tile_k);
     if constexpr (Cfg::kLayout == WeightLayout::kKMajor) {
-      ptx::tma_load_3d(w, &p.tmap_weights, bar, k0, int32_t(tile.col0), tile.expert);
+      if (p.epilogue == kEpilogueSwiglu) {
+        // {K, 8 rows, gate | up, feature octet, expert}: the tile's 64
+        // features as octet pairs (kSwigluOctet).
+        ptx::tma_load_5d(w, &p.tmap_weights, bar, k0, 0, 0, int32_t(tile.col0 / (2 * kSwigluOctet)), tile.expert);
+      } else {
+        ptx::tma_load_3d(w, &p.tmap_weights, bar, k0, int32_t(tile.col0), tile.expert);
+      }
     } else {
       // Two boxes of [tile_k rows of K][64 features]; one per consumer.
       for (uint32_t half = 0; half < kConsumerWarpgroups; ++half)
         ptx::tma_load_3d(w + half * tile_k * 128, &p.tmap_weights, bar,
                          int32_t(tile.col0 + half * Cfg::kFeaturesPerWarpgroup), k0, tile.expert);
+    }
+    if (gathers(p)) {
+      load_gathered_tokens(p, x, bar, k0, tile);
+      return;
     }
     if constexpr (Cfg::kClusterM > 1) {
       ptx::tma_load_2d_multicast(x + r * Cfg::kTokensPerCta * p.swizzle_bytes, &p.tmap_tokens, bar, k0, token_row,

@@ -17,6 +17,9 @@ constexpr uint32_t kSmemAlign = 1024;     // 128B-swizzled tiles need 1024-byte 
 // (staging_buffers.h), 2 to 4 as the accumulate epilogue's ring of old-C
 // slots (producer.cuh fills them, epilogue.cuh drains them).
 constexpr uint32_t kMaxStagingBuffers = 4;
+// The largest tile_m with gather on load and the SwiGLU epilogue
+// (GroupedGemmSm90Config::kGather, kSwiglu).
+constexpr uint32_t kMaxGatherSwigluTileM = 128;
 
 // A stage holds `k_slices` slices of K, tile_k wide each (one swizzle span;
 // more than one only with K-sliced TMA views, Sm90GroupedParams::k_slices).
