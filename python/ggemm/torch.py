@@ -9,7 +9,8 @@ registers custom operators with fake (meta) implementations, so
 
     torch.ops.ggemm.grouped_mm(a, b, offs, out_dtype)    -> Tensor   (torch._grouped_mm's semantics, autograd)
     torch.ops.ggemm.grouped_matmul(a, b, out, a_offsets, expert_ids, usage_stats,
-                                   transpose_b, epilogue, row_scale, max_rows_per_group)     (writes out)
+                                   transpose_b, epilogue, row_scale, max_rows_per_group,
+                                   a_row_index)                                              (writes out)
     torch.ops.ggemm.lora_shrink_qkv(x, lora_a, p, a_offsets, adapter_ids, usage_stats,
                                     scale, accumulate, max_rows_per_group)                   (writes p)
     torch.ops.ggemm.lora_expand_qkv(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats,
@@ -97,21 +98,16 @@ def _call(function: str, args, device: int) -> None:
 
 
 def _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue, row_scale,
-                         max_rows_per_group) -> None:
+                         max_rows_per_group, a_row_index=None) -> None:
     dev = _cuda_ordinal(out, "out")
     _need(a, "a", 2, _OPERAND, dev)
     _need(b, "b", 3, _OPERAND, dev)
     _need(out, "out", 2, _OUTPUT, dev)
     if b.dtype != a.dtype:
         raise TypeError(f"b: dtype {b.dtype} differs from a's {a.dtype}")
-    m, n = out.shape
-    k = a.shape[1]
-    e = b.shape[0]
-    expect_b = (e, n, k) if transpose_b else (e, k, n)
-    if a.shape[0] != m or tuple(b.shape) != expect_b:
-        raise ValueError(f"shapes: a {tuple(a.shape)}, b {tuple(b.shape)}, out {tuple(out.shape)} do not fit "
-                         f"a [M, K], b {'[E, N, K]' if transpose_b else '[E, K, N]'}, out [M, N]")
     epi = _core.parse_epilogue(epilogue)
+    m, n, k, e = _core.grouped_matmul_dims(a.shape, b.shape, out.shape, transpose_b=transpose_b, epilogue=epi,
+                                           gather=a_row_index is not None)
     args = GroupedMatmulArgs()
     args.a_dtype = args.b_dtype = _OPERAND[a.dtype]
     args.c_dtype = _OUTPUT[out.dtype]
@@ -119,6 +115,11 @@ def _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpos
     args.a, args.b, args.c = a.data_ptr(), b.data_ptr(), out.data_ptr()
     args.transpose_b = 1 if transpose_b else 0
     args.epilogue = int(epi)
+    if a_row_index is not None:
+        _need(a_row_index, "a_row_index", 1, (torch.int32,), dev)
+        if a_row_index.shape[0] < m:
+            raise ValueError(f"a_row_index: has {a_row_index.shape[0]} entries, M is {m}")
+        args.a_row_index, args.a_rows = a_row_index.data_ptr(), a.shape[0]
     if epi == Epilogue.ROW_SCALE:
         if row_scale is None:
             raise ValueError("epilogue='row_scale' needs row_scale, float32 [M]")
@@ -183,14 +184,15 @@ def _lora_expand_impl(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_st
 @torch.library.custom_op("ggemm::grouped_matmul", mutates_args=("out",), device_types="cuda")
 def _grouped_matmul_op(a: Tensor, b: Tensor, out: Tensor, a_offsets: Tensor, expert_ids: Tensor,
                        usage_stats: Tensor, transpose_b: bool = True, epilogue: str = "store",
-                       row_scale: Optional[Tensor] = None, max_rows_per_group: int = 0) -> None:
+                       row_scale: Optional[Tensor] = None, max_rows_per_group: int = 0,
+                       a_row_index: Optional[Tensor] = None) -> None:
     _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue, row_scale,
-                         max_rows_per_group)
+                         max_rows_per_group, a_row_index)
 
 
 @_grouped_matmul_op.register_fake
 def _(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=True, epilogue="store", row_scale=None,
-      max_rows_per_group=0) -> None:
+      max_rows_per_group=0, a_row_index=None) -> None:
     return None
 
 
