@@ -143,6 +143,25 @@ class Handle:
         """lora_expand_qkv(...) on this handle."""
         return lora_expand_qkv(*args, handle=self, **kwargs)
 
+    # The MoE layer's calls live in _moe, which builds on this module.
+    def moe_ffn(self, *args: Any, **kwargs: Any) -> Any:
+        """moe_ffn(...) on this handle."""
+        from ._moe import moe_ffn
+
+        return moe_ffn(*args, handle=self, **kwargs)
+
+    def moe_route(self, *args: Any, **kwargs: Any) -> Any:
+        """moe_route(...) on this handle."""
+        from ._moe import moe_route
+
+        return moe_route(*args, handle=self, **kwargs)
+
+    def moe_combine(self, *args: Any, **kwargs: Any) -> Any:
+        """moe_combine(...) on this handle."""
+        from ._moe import moe_combine
+
+        return moe_combine(*args, handle=self, **kwargs)
+
 
 _default_lock = threading.Lock()
 _default_handles: Dict[int, Handle] = {}
@@ -280,14 +299,15 @@ def grouped_matmul_dims(
 
 @dataclass
 class BuiltArgs:
-    """A filled argument struct (ggemm_grouped_matmul_args, or a LoRA one), the
-    device the tensors live on (None if no tensor says), and what must stay
-    alive until the call returns."""
+    """A filled argument struct, the device the tensors live on (None if no
+    tensor says), what must stay alive until the call returns, and the call's
+    result."""
 
-    args: Union[GroupedMatmulArgs, LoraShrinkQkvArgs, LoraExpandQkvArgs]
+    args: Any  # GroupedMatmulArgs, LoraShrinkQkvArgs, LoraExpandQkvArgs or a MoE struct
     device: Optional[int]
     tensors: Dict[str, TensorInfo]
     keepalive: List[Any] = field(default_factory=list)
+    result: Any = None  # what the call returns (the MoE calls may allocate it)
 
 
 def _need(info: TensorInfo, ndim: int, dtypes: Sequence[str], what: str) -> None:
@@ -349,19 +369,27 @@ def _finish(
     count, max_rows_per_group and the config, and wraps the struct with what
     must stay alive (the config, DLPack capsules).
     """
-    device = _one_device(infos)
-    for struct_field, name in pointers.items():
-        setattr(args, struct_field, infos[name].ptr or None)
+    built = fill_pointers(args, infos, pointers)
     io, iid, iu = infos["a_offsets"], infos[ids_field], infos["usage_stats"]
     args.a_offsets, args.expert_usage_stats = io.ptr or None, iu.ptr or None
     setattr(args, ids_field, iid.ptr or None)
     args.num_groups = groups
     args.max_rows_per_group = int(max_rows_per_group)
-    keepalive: List[Any] = [i.keepalive for i in infos.values() if i.keepalive]
     if config is not None:
         cfg = config if isinstance(config, Config) else Config(**dict(config))
         args.config = ctypes.pointer(cfg)
-        keepalive.append(cfg)
+        built.keepalive.append(cfg)
+    return built
+
+
+def fill_pointers(args: Any, infos: Dict[str, TensorInfo], pointers: Mapping[str, str]) -> BuiltArgs:
+    """Refuses tensors on different devices, sets the struct's pointer fields
+    (`pointers` maps a struct field to the argument name of its tensor) and
+    wraps the struct with what must stay alive (DLPack capsules)."""
+    device = _one_device(infos)
+    for struct_field, name in pointers.items():
+        setattr(args, struct_field, infos[name].ptr or None)
+    keepalive: List[Any] = [i.keepalive for i in infos.values() if i.keepalive]
     return BuiltArgs(args=args, device=device, tensors=infos, keepalive=keepalive)
 
 
@@ -513,18 +541,24 @@ def grouped_matmul(
     return out
 
 
+def handle_for(built: BuiltArgs, handle: Optional[Handle]) -> Handle:
+    """The handle a call runs on: the default one of the tensors' device, or
+    `handle`, which must be on that device."""
+    if handle is None:
+        return default_handle(built.device if built.device is not None else 0)
+    if built.device is not None and handle.device != built.device:
+        raise ValueError(f"the tensors are on cuda:{built.device} but the handle is on device {handle.device}")
+    return handle
+
+
 def _launch(function: str, built: BuiltArgs, stream: int, handle: Optional[Handle]) -> None:
     """Calls `function` of the library with the built struct on `stream`; raises GgemmError on failure.
 
-    The default handle is the one of the tensors' device; an explicit handle
-    must be on that device. `built` (its DLPack capsules and config) stays
-    alive until the call has returned, when the library has read every pointer.
+    `built` (its DLPack capsules and config) stays alive until the call has
+    returned, when the library has read every pointer.
     """
-    if handle is None:
-        handle = default_handle(built.device if built.device is not None else 0)
-    elif built.device is not None and handle.device != built.device:
-        raise ValueError(f"the tensors are on cuda:{built.device} but the handle is on device {handle.device}")
-    status = getattr(handle._lib, function)(handle.ptr, byref(built.args), stream or None)
+    handle = handle_for(built, handle)
+    status = _capi.require_function(handle._lib, function)(handle.ptr, byref(built.args), stream or None)
     check(status)
 
 
