@@ -128,6 +128,12 @@ def routing_layout(tokens: int, top_k: int, local_experts: int) -> Dict[str, Tup
     }
 
 
+def route_field(name: str) -> str:
+    """The field of ggemm_moe_route_args that holds argument (or MoeRouting field) `name`:
+    the same name, but for the usage stats, as in the grouped matmul's struct."""
+    return "expert_usage_stats" if name == "usage_stats" else name
+
+
 class MoeRouting(NamedTuple):
     """What moe_route writes (device arrays). Sorted row m is the m-th (token,
     slot) pair with a local expert, by expert, then by t * k + slot; the first
@@ -404,8 +410,7 @@ def _build_moe_route_args(
             raise ValueError(f"{name}: shape {info.shape}; T = {t}, k = {k} and {local} local experts need {shape}")
         if info.readonly:
             raise ValueError(f"{name}: the array is read-only")
-    pointers = {name: name for name in infos}  # the struct's fields are named as the arguments,
-    pointers["expert_usage_stats"] = pointers.pop("usage_stats")  # but for this one
+    pointers = {route_field(name): name for name in infos}
     built = fill_pointers(route_struct(t, k, n_experts, first, local), infos, pointers)
     built.result = routing
     return built
