@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 from gpu_routing import DEV  # noqa: E402  (needs torch, so after the skip above)
+from moe_reference import reference  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # The project's bf16 / fp16 (rtol, atol) pairs (test_gpu_lora.TOL), for outputs
@@ -66,30 +67,6 @@ def top_k_routing(tokens: int, experts: int, k: int):
     probs = torch.softmax(torch.randn(tokens, experts, device=DEV), dim=-1)
     w, ids = torch.topk(probs, k, dim=-1)
     return ids.to(torch.int32), (w / w.sum(-1, keepdim=True)).contiguous()
-
-
-def reference(x, w_gate_up, w_down, ids, w, first_expert=0):
-    """The layer in fp32: gate and up products, silu(gate) * up rounded once to x's
-    dtype, the down product times the routing weight rounded once, the k slots summed
-    in fp32 and rounded once. A slot whose id is not a local expert, or whose
-    weight is not finite, contributes nothing."""
-    t, h = x.shape
-    local_experts, two_i, _ = w_gate_up.shape
-    i = two_i // 2
-    slots = torch.zeros(t, ids.shape[1], h, device=DEV)
-    local = ids.long() - first_expert
-    usable = torch.isfinite(w)
-    for e in range(local_experts):
-        tok, slot = torch.nonzero((local == e) & usable, as_tuple=True)
-        if tok.numel() == 0:
-            continue
-        xe = x[tok].float()
-        gate = xe @ w_gate_up[e, :i].float().T
-        up = xe @ w_gate_up[e, i:].float().T
-        act = (torch.nn.functional.silu(gate) * up).to(x.dtype).float()
-        y = act @ w_down[e].float().T
-        slots[tok, slot] = (y * w[tok, slot, None]).to(x.dtype).float()
-    return slots.sum(dim=1).to(x.dtype)
 
 
 def assert_layer(got, ref, what=""):
