@@ -45,6 +45,7 @@ import sys
 import zlib
 
 import torch
+from compare_torch import L2Flush, capture  # the grouped GEMM comparison's flush and graph capture
 
 DEV = "cuda"
 CALLS = 20  # calls per sustained graph
@@ -201,23 +202,6 @@ class GpuMonitor:
         return int(mhz.value), mw.value * 1e-3
 
 
-def capture(fn, calls: int):
-    """A CUDA graph of `calls` calls of fn, after a warm-up call on a side stream."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()  # warm: library, kernels, workspace, torch's own caches
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    return graph
-
-
 def sustained(fn, replays: int, monitor: GpuMonitor):
     """(us per call, SM MHz, W): median over `replays` replays of a graph of CALLS calls;
     clock and power read while the last replays run."""
@@ -333,8 +317,6 @@ def main(argv=None):
     # takes about two minutes on an H200.
     replays, iters = (3, 5) if args.quick else (10, 20)
     torch.backends.cuda.matmul.allow_tf32 = False
-    from compare_torch import L2Flush  # the same flush as the grouped GEMM comparison
-
     import ggemm
 
     try:
