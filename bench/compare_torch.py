@@ -147,11 +147,13 @@ def cold_us(fn, flush, iters=20):
     return statistics.median(times)
 
 
-def sustained_us(fn, calls=20, replays=10):
+def capture(fn, calls):
+    """A CUDA graph of `calls` back-to-back calls of fn (replayed once), after a
+    warm-up call on a side stream (library, kernels, workspace, torch's caches)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        fn()  # warm: library, kernels, workspace
+        fn()
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -160,6 +162,11 @@ def sustained_us(fn, calls=20, replays=10):
             fn()
     graph.replay()
     torch.cuda.synchronize()
+    return graph
+
+
+def sustained_us(fn, calls=20, replays=10):
+    graph = capture(fn, calls)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(replays):

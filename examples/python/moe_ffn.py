@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A Mixtral-style Mixture-of-Experts feed-forward whose grouped GEMMs are ggemm.
+"""A Mixtral-style Mixture-of-Experts feed-forward on ggemm: the whole layer in one call (ggemm.moe_ffn).
 
     GGEMM_LIBRARY=build/libggemm.so PYTHONPATH=python python3 examples/python/moe_ffn.py
 
@@ -7,20 +7,18 @@ The layer (Mixtral 8x7B shapes by default: hidden 4096, ffn 14336, 8 experts,
 top-2), for T tokens x [T, H] in bf16:
 
   router    logits = x @ Wr^T; softmax; the top-k experts of each token, their
-            probabilities renormalised to sum to 1 (the routing weights)
-  permute   the T*k (token, expert) pairs sorted by expert: x_sorted = x[token of pair]
-  gate_up   h = x_sorted @ W13[e]^T per expert group        ggemm, W13 [E, 2F, H]
-  act       a = silu(h[:, :F]) * h[:, F:]
-  down      y = weight * (a @ W2[e]^T) per expert group     ggemm, W2 [E, H, F],
-                                                            the weight fused (row_scale epilogue)
-  un-permute out[t] = sum of the k rows of token t
+            probabilities renormalised to sum to 1 (the routing weights)   PyTorch
+  the layer out = ggemm.moe_ffn(x, W13, W2, ids, weights): one call that     ggemm
+            sorts the (token, expert) pairs by expert, runs gate_up with
+            W13 [E, 2F, H] on the gathered tokens and SwiGLU fused, down with
+            W2 [E, H, F] and the routing weight fused, and sums each token's k rows
 
-Routing stays on the device (no host synchronisation anywhere on the ggemm
-path): group offsets come from a scatter-add and a cumsum, and the grouped
-GEMMs read them, and the largest group, on the device.
+Routing stays on the device: nothing on the ggemm path synchronises with the
+host, so the call can be captured in a CUDA graph.
 
 The output is checked against a plain PyTorch version (a loop over experts)
-and timed beside the same pipeline on torch._grouped_mm when PyTorch has it.
+and timed beside the same layer built from torch._grouped_mm when PyTorch has
+it (sort, gather, two grouped GEMMs, SwiGLU, weights, un-permute, sum).
 Exit status: 0 when the check passes, and when there is no GPU or no PyTorch
 (it says so); 1 when ggemm's output does not match.
 """
@@ -41,16 +39,20 @@ import ggemm
 # ---- the layer, three ways ----------------------------------------------------
 
 
+def top_k_routing(torch, logits, top_k: int):
+    """Mixtral's router: softmax over all experts in fp32, keep the top k,
+    renormalise. Returns fp32 weights [T, k] and int64 expert ids [T, k]."""
+    probs = torch.softmax(logits.float(), dim=-1)
+    weights, experts = torch.topk(probs, top_k, dim=-1)
+    return weights / weights.sum(dim=-1, keepdim=True), experts
+
+
 class Routing:
     """Where each (token, slot) pair goes, computed on the device without host sync."""
 
     def __init__(self, torch, logits, top_k: int, num_experts: int) -> None:
         t = logits.shape[0]
-        # Mixtral: softmax over all experts in fp32, keep the top k, renormalise.
-        probs = torch.softmax(logits.float(), dim=-1)
-        weights, experts = torch.topk(probs, top_k, dim=-1)  # [T, k]
-        self.weights = weights / weights.sum(dim=-1, keepdim=True)  # [T, k] fp32
-        self.experts = experts  # [T, k] int64
+        self.weights, self.experts = top_k_routing(torch, logits, top_k)
         flat = experts.reshape(-1)  # pair p = token p // k, slot p % k
         self.order = torch.argsort(flat, stable=True)  # pairs sorted by expert
         self.token_of_row = self.order // top_k  # token of each sorted row
@@ -76,19 +78,13 @@ class Routing:
 
 
 def moe_ggemm(torch, x, w_router, w13, w2, top_k, handle, routing=None):
-    """The MoE layer with ggemm's grouped GEMMs; returns (out [T, H] bf16, routing)."""
-    e, two_f, _ = w13.shape
-    f = two_f // 2
-    r = routing or Routing(torch, x @ w_router.T, top_k, e)
-    x_sorted = x[r.token_of_row]  # [T*k, H]
-    h = torch.empty(r.rows, two_f, dtype=x.dtype, device=x.device)
-    ggemm.grouped_matmul(x_sorted, w13, h, r.offsets, r.expert_ids, r.usage_stats,
-                         max_rows_per_group=r.max_rows, handle=handle)
-    act = torch.nn.functional.silu(h[:, :f]) * h[:, f:]  # [T*k, F], contiguous
-    y = torch.empty(r.rows, w2.shape[1], dtype=x.dtype, device=x.device)
-    ggemm.grouped_matmul(act, w2, y, r.offsets, r.expert_ids, r.usage_stats, epilogue="row_scale",
-                         row_scale=r.weight_of_row, max_rows_per_group=r.max_rows, handle=handle)
-    return r.unpermute(torch, y).to(x.dtype), r
+    """The MoE layer on ggemm: the router in PyTorch, the rest one ggemm.moe_ffn call;
+    returns out [T, H] bf16. ggemm wants int32 ids."""
+    if routing is not None:
+        weights, experts = routing.weights, routing.experts
+    else:
+        weights, experts = top_k_routing(torch, x @ w_router.T, top_k)
+    return ggemm.moe_ffn(x, w13, w2, experts.to(torch.int32), weights, handle=handle)
 
 
 def moe_grouped_mm(torch, x, w_router, w13, w2, top_k, routing=None):
@@ -158,7 +154,7 @@ def main(argv=None) -> int:
     print(f"  rows per expert: {counts} (min {min(counts)}, max {max(counts)}, total {sum(counts)})")
 
     print("check against the plain PyTorch version (one matmul pair per expert):")
-    out, _ = moe_ggemm(torch, x, w_router, w13, w2, k, handle, routing)
+    out = moe_ggemm(torch, x, w_router, w13, w2, k, handle, routing)
     torch.cuda.synchronize()
     ok = compare(torch, "ggemm", out, ref)
     grouped_mm = getattr(torch, "_grouped_mm", None)

@@ -9,6 +9,7 @@ system loader; it is loaded on first use, so `import ggemm` always works.
     ggemm.lora_shrink_qkv(x, lora_a, p, offsets, adapter_ids, usage_stats)
     ggemm.lora_expand_qkv(p, lora_b, q_out, kv_out, offsets, adapter_ids, usage_stats,
                           scale=alpha / rank, accumulate=True)
+    out = ggemm.moe_ffn(x, w_gate_up, w_down, topk_ids, topk_weights)   # the whole MoE layer
 
 Tensors: PyTorch CUDA tensors, CuPy arrays, or anything exposing
 __cuda_array_interface__ or DLPack. Errors from the library raise
@@ -26,6 +27,9 @@ from ._capi import (
     LibraryNotFoundError,
     LoraExpandQkvArgs,
     LoraShrinkQkvArgs,
+    MoeCombineArgs,
+    MoeFfnArgs,
+    MoeRouteArgs,
     Status,
     library_candidates,
     load_library,
@@ -41,6 +45,7 @@ from ._core import (
     status_string,
     version,
 )
+from ._moe import MoeRouting, moe_combine, moe_ffn, moe_ffn_workspace_size, moe_route, moe_route_workspace_size
 
 __version__ = "0.1.0"
 
@@ -66,6 +71,10 @@ __all__ = [
     "LoraExpandQkvArgs",
     "LoraShrinkQkvArgs",
     "MAX_GROUPS",
+    "MoeCombineArgs",
+    "MoeFfnArgs",
+    "MoeRouteArgs",
+    "MoeRouting",
     "Status",
     "default_handle",
     "grouped_matmul",
@@ -75,6 +84,11 @@ __all__ = [
     "load_library",
     "lora_expand_qkv",
     "lora_shrink_qkv",
+    "moe_combine",
+    "moe_ffn",
+    "moe_ffn_workspace_size",
+    "moe_route",
+    "moe_route_workspace_size",
     "status_string",
     "version",
     "__version__",

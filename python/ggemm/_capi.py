@@ -13,7 +13,7 @@ import glob
 import os
 import threading
 from ctypes import POINTER, Structure, c_char_p, c_float, c_int, c_int64, c_size_t, c_void_p
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 # The header version these bindings mirror (GGEMM_VERSION's encoding).
 HEADER_VERSION_MAJOR = 0
@@ -61,6 +61,7 @@ class Epilogue(enum.IntEnum):
     STORE = 0
     ACCUMULATE = 1
     ROW_SCALE = 2
+    SWIGLU = 3
 
 
 class DeviceFault(enum.IntFlag):
@@ -70,6 +71,8 @@ class DeviceFault(enum.IntFlag):
     OFFSET_PAST_M = 0x2
     ID_OUT_OF_RANGE = 0x4
     ACTIVE_COUNT = 0x8
+    INDEX_OUT_OF_RANGE = 0x10
+    WEIGHT_NOT_FINITE = 0x20
 
 
 class Config(Structure):
@@ -194,6 +197,72 @@ class LoraExpandQkvArgs(_ArgsStruct):
     ] + _LORA_TAIL_FIELDS
 
 
+class MoeRouteArgs(_ArgsStruct):
+    """ggemm_moe_route_args. Pointers are plain integers (device addresses)."""
+
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("num_tokens", c_int64),
+        ("top_k", c_int64),
+        ("num_experts", c_int64),
+        ("first_expert", c_int64),
+        ("local_experts", c_int64),
+        ("topk_ids", c_void_p),  # const int32_t *
+        ("topk_weights", c_void_p),  # const float *
+        ("a_offsets", c_void_p),  # uint32_t *
+        ("expert_ids", c_void_p),  # int32_t *
+        ("expert_usage_stats", c_void_p),  # uint32_t *
+        ("row_token", c_void_p),  # int32_t *
+        ("row_slot", c_void_p),  # int32_t *
+        ("row_weight", c_void_p),  # float *
+        ("slot_row", c_void_p),  # int32_t *
+        ("workspace", c_void_p),
+        ("workspace_bytes", c_size_t),
+    ]
+
+
+class MoeCombineArgs(_ArgsStruct):
+    """ggemm_moe_combine_args. Pointers are plain integers (device addresses)."""
+
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("y_dtype", c_int),
+        ("out_dtype", c_int),
+        ("num_tokens", c_int64),
+        ("top_k", c_int64),
+        ("hidden", c_int64),
+        ("y_rows", c_int64),
+        ("y", c_void_p),
+        ("slot_row", c_void_p),  # const int32_t *
+        ("out", c_void_p),
+        ("accumulate", c_int),
+    ]
+
+
+class MoeFfnArgs(_ArgsStruct):
+    """ggemm_moe_ffn_args. Pointers are plain integers (device addresses)."""
+
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("dtype", c_int),
+        ("num_tokens", c_int64),
+        ("hidden", c_int64),
+        ("intermediate", c_int64),
+        ("top_k", c_int64),
+        ("num_experts", c_int64),
+        ("first_expert", c_int64),
+        ("local_experts", c_int64),
+        ("x", c_void_p),
+        ("w_gate_up", c_void_p),
+        ("w_down", c_void_p),
+        ("topk_ids", c_void_p),  # const int32_t *
+        ("topk_weights", c_void_p),  # const float *
+        ("out", c_void_p),
+        ("workspace", c_void_p),
+        ("workspace_bytes", c_size_t),
+    ]
+
+
 class LibraryNotFoundError(OSError):
     """libggemm.so could not be found or loaded."""
 
@@ -247,6 +316,44 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.ggemm_lora_shrink_qkv.argtypes = [c_void_p, POINTER(LoraShrinkQkvArgs), c_void_p]
     lib.ggemm_lora_expand_qkv.restype = c_int
     lib.ggemm_lora_expand_qkv.argtypes = [c_void_p, POINTER(LoraExpandQkvArgs), c_void_p]
+    _declare_moe(lib)
+
+
+# The MoE layer's functions, by name: (argument struct, whether it is a
+# workspace-size query). A library built before the MoE layer lacks them; it
+# still loads (everything else works) and a call to one of them says why it
+# cannot run (require_function).
+MOE_FUNCTIONS = {
+    "ggemm_moe_route": (MoeRouteArgs, False),
+    "ggemm_moe_combine": (MoeCombineArgs, False),
+    "ggemm_moe_ffn": (MoeFfnArgs, False),
+    "ggemm_moe_route_workspace_size": (MoeRouteArgs, True),
+    "ggemm_moe_ffn_workspace_size": (MoeFfnArgs, True),
+}
+
+
+def _declare_moe(lib: ctypes.CDLL) -> None:
+    for name, (struct, is_size_query) in MOE_FUNCTIONS.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            continue
+        fn.restype = c_int
+        if is_size_query:  # (const args *, size_t *bytes)
+            fn.argtypes = [POINTER(struct), POINTER(c_size_t)]
+        else:  # (handle, const args *, stream)
+            fn.argtypes = [c_void_p, POINTER(struct), c_void_p]
+
+
+def require_function(lib: ctypes.CDLL, name: str) -> Any:
+    """lib's function `name`, or LibraryNotFoundError saying that this build predates it."""
+    try:
+        return getattr(lib, name)
+    except AttributeError:
+        raise LibraryNotFoundError(
+            f"the loaded libggemm ({_lib_path or lib._name}) has no {name}: it was built before the MoE layer "
+            "(ggemm_moe_*); rebuild it from a checkout that has it"
+        ) from None
 
 
 def open_library(path: str) -> ctypes.CDLL:
@@ -331,11 +438,15 @@ __all__ = [
     "LibraryNotFoundError",
     "LoraExpandQkvArgs",
     "LoraShrinkQkvArgs",
+    "MoeCombineArgs",
+    "MoeFfnArgs",
+    "MoeRouteArgs",
     "Status",
     "library_candidates",
     "load_library",
     "loaded_library_path",
     "open_library",
+    "require_function",
     "status_string",
     "last_error_message",
 ]

@@ -143,6 +143,25 @@ class Handle:
         """lora_expand_qkv(...) on this handle."""
         return lora_expand_qkv(*args, handle=self, **kwargs)
 
+    # The MoE layer's calls live in _moe, which builds on this module.
+    def moe_ffn(self, *args: Any, **kwargs: Any) -> Any:
+        """moe_ffn(...) on this handle."""
+        from ._moe import moe_ffn
+
+        return moe_ffn(*args, handle=self, **kwargs)
+
+    def moe_route(self, *args: Any, **kwargs: Any) -> Any:
+        """moe_route(...) on this handle."""
+        from ._moe import moe_route
+
+        return moe_route(*args, handle=self, **kwargs)
+
+    def moe_combine(self, *args: Any, **kwargs: Any) -> Any:
+        """moe_combine(...) on this handle."""
+        from ._moe import moe_combine
+
+        return moe_combine(*args, handle=self, **kwargs)
+
 
 _default_lock = threading.Lock()
 _default_handles: Dict[int, Handle] = {}
@@ -222,31 +241,73 @@ _EPILOGUE_NAMES = {
     "accumulate": Epilogue.ACCUMULATE,
     "row_scale": Epilogue.ROW_SCALE,
     "rowscale": Epilogue.ROW_SCALE,
+    "swiglu": Epilogue.SWIGLU,
 }
+_EPILOGUE_EXPECTED = "expected 'store', 'accumulate', 'row_scale' or 'swiglu'"
 
 
 def parse_epilogue(epilogue: Union[str, int, Epilogue]) -> Epilogue:
     if isinstance(epilogue, str):
         key = epilogue.strip().lower().replace("-", "_")
         if key not in _EPILOGUE_NAMES:
-            raise ValueError(f"epilogue={epilogue!r}: expected 'store', 'accumulate' or 'row_scale'")
+            raise ValueError(f"epilogue={epilogue!r}: {_EPILOGUE_EXPECTED}")
         return _EPILOGUE_NAMES[key]
     try:
         return Epilogue(int(epilogue))
     except (TypeError, ValueError):
-        raise ValueError(f"epilogue={epilogue!r}: expected 'store', 'accumulate' or 'row_scale'") from None
+        raise ValueError(f"epilogue={epilogue!r}: {_EPILOGUE_EXPECTED}") from None
+
+
+def grouped_matmul_dims(
+    a_shape: Sequence[int],
+    b_shape: Sequence[int],
+    out_shape: Sequence[int],
+    *,
+    transpose_b: bool,
+    epilogue: Epilogue,
+    planes: int = 1,
+    gather: bool = False,
+) -> Tuple[int, int, int, int]:
+    """(m, n, k, num_experts) of a grouped matmul from its 2-D a and out and 3-D b;
+    ValueError naming the operand whose shape disagrees.
+
+    n is the weights' row count: out's columns, or twice them with the SwiGLU
+    epilogue (out [M, N/2]). With gather (a_row_index) a may have any number
+    of rows; else M of them (3 M with plane splits).
+    """
+    m, out_cols = out_shape
+    swiglu = epilogue == Epilogue.SWIGLU
+    n = 2 * out_cols if swiglu else out_cols
+    k = a_shape[1]
+    if gather:
+        if planes != 1:
+            raise ValueError("a_row_index: gather on load cannot be combined with plane_splits")
+    elif a_shape[0] != planes * m:
+        need = f"3 * {m} (plane splits are on)" if planes == 3 else f"{m}"
+        raise ValueError(f"a: has {a_shape[0]} rows; out has {m}, so a needs {need}")
+    num_experts = b_shape[0]
+    expect_b = (num_experts, n, k) if transpose_b else (num_experts, k, n)
+    if tuple(b_shape) != expect_b:
+        layout = "[E, N, K] (transpose_b=True)" if transpose_b else "[E, K, N] (transpose_b=False)"
+        why = f"; epilogue='swiglu' writes out [M, N/2], so N = {n}" if swiglu else ""
+        raise ValueError(
+            f"b: shape {tuple(b_shape)} does not match {layout} = {expect_b} for a {tuple(a_shape)} and out "
+            f"{tuple(out_shape)}{why}"
+        )
+    return m, n, k, num_experts
 
 
 @dataclass
 class BuiltArgs:
-    """A filled argument struct (ggemm_grouped_matmul_args, or a LoRA one), the
-    device the tensors live on (None if no tensor says), and what must stay
-    alive until the call returns."""
+    """A filled argument struct, the device the tensors live on (None if no
+    tensor says), what must stay alive until the call returns, and the call's
+    result."""
 
-    args: Union[GroupedMatmulArgs, LoraShrinkQkvArgs, LoraExpandQkvArgs]
+    args: Any  # GroupedMatmulArgs, LoraShrinkQkvArgs, LoraExpandQkvArgs or a MoE struct
     device: Optional[int]
     tensors: Dict[str, TensorInfo]
     keepalive: List[Any] = field(default_factory=list)
+    result: Any = None  # what the call returns (the MoE calls may allocate it)
 
 
 def _need(info: TensorInfo, ndim: int, dtypes: Sequence[str], what: str) -> None:
@@ -308,19 +369,27 @@ def _finish(
     count, max_rows_per_group and the config, and wraps the struct with what
     must stay alive (the config, DLPack capsules).
     """
-    device = _one_device(infos)
-    for struct_field, name in pointers.items():
-        setattr(args, struct_field, infos[name].ptr or None)
+    built = fill_pointers(args, infos, pointers)
     io, iid, iu = infos["a_offsets"], infos[ids_field], infos["usage_stats"]
     args.a_offsets, args.expert_usage_stats = io.ptr or None, iu.ptr or None
     setattr(args, ids_field, iid.ptr or None)
     args.num_groups = groups
     args.max_rows_per_group = int(max_rows_per_group)
-    keepalive: List[Any] = [i.keepalive for i in infos.values() if i.keepalive]
     if config is not None:
         cfg = config if isinstance(config, Config) else Config(**dict(config))
         args.config = ctypes.pointer(cfg)
-        keepalive.append(cfg)
+        built.keepalive.append(cfg)
+    return built
+
+
+def fill_pointers(args: Any, infos: Dict[str, TensorInfo], pointers: Mapping[str, str]) -> BuiltArgs:
+    """Refuses tensors on different devices, sets the struct's pointer fields
+    (`pointers` maps a struct field to the argument name of its tensor) and
+    wraps the struct with what must stay alive (DLPack capsules)."""
+    device = _one_device(infos)
+    for struct_field, name in pointers.items():
+        setattr(args, struct_field, infos[name].ptr or None)
+    keepalive: List[Any] = [i.keepalive for i in infos.values() if i.keepalive]
     return BuiltArgs(args=args, device=device, tensors=infos, keepalive=keepalive)
 
 
@@ -339,6 +408,7 @@ def _build_args(
     max_rows_per_group: int = 0,
     plane_splits: Tuple[int, int] = (0, 0),
     config: Union[None, Config, Mapping[str, int]] = None,
+    a_row_index: Any = None,
     stream: int = 0,
 ) -> BuiltArgs:
     """Reads the tensors and fills a GroupedMatmulArgs; no GPU and no library needed.
@@ -352,6 +422,8 @@ def _build_args(
     named = {"a": a, "b": b, "out": out, "a_offsets": a_offsets, "expert_ids": expert_ids, "usage_stats": usage_stats}
     if row_scale is not None:
         named["row_scale"] = row_scale
+    if a_row_index is not None:
+        named["a_row_index"] = a_row_index
     infos = _describe_all(named, stream)
     ia, ib, ic = infos["a"], infos["b"], infos["out"]
     io, ie, iu = infos["a_offsets"], infos["expert_ids"], infos["usage_stats"]
@@ -367,22 +439,22 @@ def _build_args(
     if ic.readonly:
         raise ValueError("out: the array is read-only")
 
-    m, n = ic.shape
-    k = ia.shape[1]
     split0, split1 = (int(s) for s in plane_splits)
     planes = 3 if (split0, split1) != (0, 0) else 1
-    if ia.shape[0] != planes * m:
-        need = f"3 * {m} (plane splits are on)" if planes == 3 else f"{m}"
-        raise ValueError(f"a: has {ia.shape[0]} rows; out has {m}, so a needs {need}")
-    num_experts = ib.shape[0]
-    expect_b = (num_experts, n, k) if transpose_b else (num_experts, k, n)
-    if ib.shape != expect_b:
-        layout = "[E, N, K] (transpose_b=True)" if transpose_b else "[E, K, N] (transpose_b=False)"
-        raise ValueError(f"b: shape {ib.shape} does not match {layout} = {expect_b} for a {ia.shape} and out {ic.shape}")
+    gather = a_row_index is not None
+    m, n, k, num_experts = grouped_matmul_dims(
+        ia.shape, ib.shape, ic.shape, transpose_b=transpose_b, epilogue=epi, planes=planes, gather=gather
+    )
 
     groups = _check_groups(io, ie, iu, num_groups)
 
     pointers = {"a": "a", "b": "b", "c": "out"}
+    if gather:
+        ii = infos["a_row_index"]
+        _need(ii, 1, ("int32",), "gather index [M]: the row of a that row m of the product reads")
+        if ii.shape[0] < m:
+            raise ValueError(f"a_row_index: has {ii.shape[0]} entries, M is {m}")
+        pointers["a_row_index"] = "a_row_index"
     if epi == Epilogue.ROW_SCALE:
         if row_scale is None:
             raise ValueError("epilogue='row_scale' needs row_scale, a float32 device array of M entries")
@@ -402,6 +474,7 @@ def _build_args(
     args.transpose_b = 1 if transpose_b else 0
     args.a_plane_split0, args.a_plane_split1 = split0, split1
     args.epilogue = int(epi)
+    args.a_rows = ia.shape[0] if gather else 0
     return _finish(args, infos, pointers, "expert_ids", groups, max_rows_per_group, config)
 
 
@@ -420,24 +493,31 @@ def grouped_matmul(
     max_rows_per_group: int = 0,
     plane_splits: Tuple[int, int] = (0, 0),
     config: Union[None, Config, Mapping[str, int]] = None,
+    a_row_index: Any = None,
     stream: Any = None,
     handle: Optional[Handle] = None,
 ) -> Any:
     """Enqueues one grouped matrix product; returns `out`.
 
     For row m of group g (rows a_offsets[g] .. a_offsets[g+1]) and column n:
-        out[m, n] = sum_k a[m, k] * W[expert_ids[g]][n, k]
-    with W[e] = b[e] ([E, N, K], transpose_b=True) or b[e].T ([E, K, N]).
+        out[m, n] = sum_k A[m, k] * W[expert_ids[g]][n, k]
+    with W[e] = b[e] ([E, N, K], transpose_b=True) or b[e].T ([E, K, N]), and
+    A[m] = a[m], or a[a_row_index[m]] with gather on load.
     Rows of groups whose expert id is -1 are zeroed.
 
-    a           [M, K] (or [3*M, K] with plane_splits) bf16/fp16, rows sorted by group
+    a           [M, K] (or [3*M, K] with plane_splits; [any rows, K] with a_row_index) bf16/fp16,
+                rows sorted by group unless a_row_index is given
     b           [E, N, K] or [E, K, N], a's dtype
-    out         [M, N] bf16, fp16 or fp32, written in place
+    out         [M, N] bf16, fp16 or fp32, written in place; [M, N/2] with epilogue='swiglu'
     a_offsets   int32/uint32 [num_groups + 1] device prefix sums, a_offsets[0] == 0
     expert_ids  int32 [num_groups], -1 = inactive group
     usage_stats int32/uint32 [2] on the device: max rows in any group, active groups
-    epilogue    'store', 'accumulate' (out += result) or 'row_scale' (out = row_scale[m] * result)
+    epilogue    'store', 'accumulate' (out += result), 'row_scale' (out = row_scale[m] * result) or
+                'swiglu' (the MoE gate_up: weight rows [0, N/2) gate, [N/2, N) up;
+                out[m, j] = silu(r[m, j]) * r[m, N/2 + j] on the fp32 result r, rounded once)
     row_scale   float32 [M], for epilogue='row_scale'
+    a_row_index int32 [M] on the device: gather on load, row m reads a[a_row_index[m]] (an index
+                outside a's rows reads zeros); the MoE layer's tokens stay in token order
     num_groups  capacity of the group arrays; default len(a_offsets) - 1
     max_rows_per_group  a host upper bound on rows in a group (launch sizing); 0 = M
     plane_splits (s0, s1): output column n reads activation plane (n >= s0) + (n >= s1)
@@ -451,28 +531,34 @@ def grouped_matmul(
     synchronised: the call can be captured in a CUDA graph. Raises GgemmError
     (from the library), or TypeError / ValueError for tensors it cannot use.
     """
-    s = resolve_stream(stream, (a, b, out, a_offsets, expert_ids, usage_stats, row_scale))
+    s = resolve_stream(stream, (a, b, out, a_offsets, expert_ids, usage_stats, row_scale, a_row_index))
     built = _build_args(
         a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=transpose_b, epilogue=epilogue,
         row_scale=row_scale, num_groups=num_groups, max_rows_per_group=max_rows_per_group,
-        plane_splits=plane_splits, config=config, stream=s,
+        plane_splits=plane_splits, config=config, a_row_index=a_row_index, stream=s,
     )
     _launch("ggemm_grouped_matmul", built, s, handle)
     return out
 
 
+def handle_for(built: BuiltArgs, handle: Optional[Handle]) -> Handle:
+    """The handle a call runs on: the default one of the tensors' device, or
+    `handle`, which must be on that device."""
+    if handle is None:
+        return default_handle(built.device if built.device is not None else 0)
+    if built.device is not None and handle.device != built.device:
+        raise ValueError(f"the tensors are on cuda:{built.device} but the handle is on device {handle.device}")
+    return handle
+
+
 def _launch(function: str, built: BuiltArgs, stream: int, handle: Optional[Handle]) -> None:
     """Calls `function` of the library with the built struct on `stream`; raises GgemmError on failure.
 
-    The default handle is the one of the tensors' device; an explicit handle
-    must be on that device. `built` (its DLPack capsules and config) stays
-    alive until the call has returned, when the library has read every pointer.
+    `built` (its DLPack capsules and config) stays alive until the call has
+    returned, when the library has read every pointer.
     """
-    if handle is None:
-        handle = default_handle(built.device if built.device is not None else 0)
-    elif built.device is not None and handle.device != built.device:
-        raise ValueError(f"the tensors are on cuda:{built.device} but the handle is on device {handle.device}")
-    status = getattr(handle._lib, function)(handle.ptr, byref(built.args), stream or None)
+    handle = handle_for(built, handle)
+    status = _capi.require_function(handle._lib, function)(handle.ptr, byref(built.args), stream or None)
     check(status)
 
 

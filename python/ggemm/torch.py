@@ -2,6 +2,7 @@
 
     import ggemm.torch                      # registers torch.ops.ggemm.*
     out = ggemm.torch.grouped_mm(x, w.transpose(-2, -1), offs)   # as torch._grouped_mm(x, w.mT, offs)
+    y = ggemm.torch.moe_ffn(x, w_gate_up, w_down, topk_ids, topk_weights)   # the whole MoE layer
 
 Importing this module (it needs torch; the rest of the package does not)
 registers custom operators with fake (meta) implementations, so
@@ -9,11 +10,17 @@ registers custom operators with fake (meta) implementations, so
 
     torch.ops.ggemm.grouped_mm(a, b, offs, out_dtype)    -> Tensor   (torch._grouped_mm's semantics, autograd)
     torch.ops.ggemm.grouped_matmul(a, b, out, a_offsets, expert_ids, usage_stats,
-                                   transpose_b, epilogue, row_scale, max_rows_per_group)     (writes out)
+                                   transpose_b, epilogue, row_scale, max_rows_per_group,
+                                   a_row_index)                                              (writes out)
     torch.ops.ggemm.lora_shrink_qkv(x, lora_a, p, a_offsets, adapter_ids, usage_stats,
                                     scale, accumulate, max_rows_per_group)                   (writes p)
     torch.ops.ggemm.lora_expand_qkv(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats,
                                     scale, accumulate, max_rows_per_group)                   (writes q_out, kv_out)
+    torch.ops.ggemm.moe_ffn(x, w_gate_up, w_down, topk_ids, topk_weights,
+                            first_expert, num_experts)                               -> Tensor [T, H]
+    torch.ops.ggemm.moe_route(topk_ids, topk_weights, num_experts, first_expert,
+                              local_experts)                                         -> 7 Tensors (MoeRouting)
+    torch.ops.ggemm.moe_combine(y, slot_row, out_dtype)                              -> Tensor [T, H]
 
 The operators take torch tensors only and fill the C argument structs
 straight from them (pointers, shapes, the current stream), which keeps the
@@ -30,10 +37,13 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _capi, _core
+from . import _capi, _core, _moe
 from ._capi import Dtype, Epilogue, GroupedMatmulArgs, LoraExpandQkvArgs, LoraShrinkQkvArgs
+from ._workspace import TorchBackend
 
-__all__ = ["grouped_mm"]
+__all__ = ["grouped_mm", "moe_combine", "moe_ffn", "moe_route"]
+
+_TORCH_MEMORY = TorchBackend()
 
 _OPERAND = {torch.bfloat16: Dtype.BF16, torch.float16: Dtype.FP16}
 _OUTPUT = {torch.bfloat16: Dtype.BF16, torch.float16: Dtype.FP16, torch.float32: Dtype.FP32}
@@ -85,33 +95,32 @@ def _routing(args, offsets: Tensor, ids: Tensor, ids_field: str, usage: Tensor, 
 _handle_ptrs: Dict[int, int] = {}
 
 
-def _call(function: str, args, device: int) -> None:
-    """The library call on the device's default handle and PyTorch's current stream."""
+def _call(function: str, args, device: int, workspace: bool = False) -> None:
+    """The library call on the device's default handle and PyTorch's current
+    stream; with `workspace`, the MoE calls' scratch from the package's cache
+    (or, under graph capture, from the graph's pool: _workspace)."""
     handle = _handle_ptrs.get(device)
     if handle is None:
         handle = _handle_ptrs.setdefault(device, _core.default_handle(device).ptr)
     stream = torch._C._cuda_getCurrentRawStream(device)  # what inductor's generated code reads
-    status = getattr(_capi.load_library(), function)(handle, ctypes.byref(args), stream or None)
+    keep = _moe.attach_workspace(args, _TORCH_MEMORY, device, stream) if workspace else None
+    status = _capi.require_function(_capi.load_library(), function)(handle, ctypes.byref(args), stream or None)
+    del keep  # enqueued: the buffer may go (see _workspace)
     if status:
         _core.check(status)
 
 
 def _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue, row_scale,
-                         max_rows_per_group) -> None:
+                         max_rows_per_group, a_row_index=None) -> None:
     dev = _cuda_ordinal(out, "out")
     _need(a, "a", 2, _OPERAND, dev)
     _need(b, "b", 3, _OPERAND, dev)
     _need(out, "out", 2, _OUTPUT, dev)
     if b.dtype != a.dtype:
         raise TypeError(f"b: dtype {b.dtype} differs from a's {a.dtype}")
-    m, n = out.shape
-    k = a.shape[1]
-    e = b.shape[0]
-    expect_b = (e, n, k) if transpose_b else (e, k, n)
-    if a.shape[0] != m or tuple(b.shape) != expect_b:
-        raise ValueError(f"shapes: a {tuple(a.shape)}, b {tuple(b.shape)}, out {tuple(out.shape)} do not fit "
-                         f"a [M, K], b {'[E, N, K]' if transpose_b else '[E, K, N]'}, out [M, N]")
     epi = _core.parse_epilogue(epilogue)
+    m, n, k, e = _core.grouped_matmul_dims(a.shape, b.shape, out.shape, transpose_b=transpose_b, epilogue=epi,
+                                           gather=a_row_index is not None)
     args = GroupedMatmulArgs()
     args.a_dtype = args.b_dtype = _OPERAND[a.dtype]
     args.c_dtype = _OUTPUT[out.dtype]
@@ -119,6 +128,11 @@ def _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpos
     args.a, args.b, args.c = a.data_ptr(), b.data_ptr(), out.data_ptr()
     args.transpose_b = 1 if transpose_b else 0
     args.epilogue = int(epi)
+    if a_row_index is not None:
+        _need(a_row_index, "a_row_index", 1, (torch.int32,), dev)
+        if a_row_index.shape[0] < m:
+            raise ValueError(f"a_row_index: has {a_row_index.shape[0]} entries, M is {m}")
+        args.a_row_index, args.a_rows = a_row_index.data_ptr(), a.shape[0]
     if epi == Epilogue.ROW_SCALE:
         if row_scale is None:
             raise ValueError("epilogue='row_scale' needs row_scale, float32 [M]")
@@ -183,14 +197,15 @@ def _lora_expand_impl(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_st
 @torch.library.custom_op("ggemm::grouped_matmul", mutates_args=("out",), device_types="cuda")
 def _grouped_matmul_op(a: Tensor, b: Tensor, out: Tensor, a_offsets: Tensor, expert_ids: Tensor,
                        usage_stats: Tensor, transpose_b: bool = True, epilogue: str = "store",
-                       row_scale: Optional[Tensor] = None, max_rows_per_group: int = 0) -> None:
+                       row_scale: Optional[Tensor] = None, max_rows_per_group: int = 0,
+                       a_row_index: Optional[Tensor] = None) -> None:
     _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue, row_scale,
-                         max_rows_per_group)
+                         max_rows_per_group, a_row_index)
 
 
 @_grouped_matmul_op.register_fake
 def _(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=True, epilogue="store", row_scale=None,
-      max_rows_per_group=0) -> None:
+      max_rows_per_group=0, a_row_index=None) -> None:
     return None
 
 
@@ -218,6 +233,133 @@ def _lora_expand_op(p: Tensor, lora_b: Tensor, q_out: Tensor, kv_out: Tensor, a_
 def _(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale=1.0, accumulate=False,
       max_rows_per_group=0) -> None:
     return None
+
+
+# ---- the MoE layer --------------------------------------------------------------
+
+_FLOAT32, _INT32 = (torch.float32,), (torch.int32,)
+
+
+def _routing_inputs(topk_ids: Tensor, topk_weights: Tensor, dev: int) -> Tuple[int, int]:
+    _need(topk_ids, "topk_ids", 2, _INT32, dev)
+    _need(topk_weights, "topk_weights", 2, _FLOAT32, dev)
+    return _moe.routing_dims(topk_ids.shape, topk_weights.shape)
+
+
+def _moe_ffn_impl(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert, num_experts) -> Tensor:
+    dev = _cuda_ordinal(x, "x")
+    _need(x, "x", 2, _OPERAND, dev)
+    _need(w_gate_up, "w_gate_up", 3, (x.dtype,), dev)
+    _need(w_down, "w_down", 3, (x.dtype,), dev)
+    _routing_inputs(topk_ids, topk_weights, dev)
+    dims = _moe.moe_ffn_dims(x.shape, w_gate_up.shape, w_down.shape, topk_ids.shape, topk_weights.shape)
+    n_experts, first = _moe.expert_range(dims.local_experts, first_expert, num_experts)
+    out = torch.empty((dims.tokens, dims.hidden), dtype=x.dtype, device=x.device)
+    args = _moe.ffn_struct(dims, _OPERAND[x.dtype], n_experts, first)
+    args.x, args.w_gate_up, args.w_down = x.data_ptr(), w_gate_up.data_ptr(), w_down.data_ptr()
+    args.topk_ids, args.topk_weights, args.out = topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr()
+    _call("ggemm_moe_ffn", args, dev, workspace=True)
+    return out
+
+
+def _routing_outputs(topk_ids: Tensor, num_experts: int, first_expert: int, local_experts: Optional[int]):
+    """(local expert count, {name: (shape, dtype)}) of moe_route's outputs."""
+    local = num_experts - first_expert if local_experts is None else local_experts
+    layout = _moe.routing_layout(topk_ids.shape[0], topk_ids.shape[1], local)
+    return local, {name: (shape, getattr(torch, dtypes[0])) for name, (shape, dtypes) in layout.items()}
+
+
+def _moe_route_impl(topk_ids, topk_weights, num_experts, first_expert, local_experts) -> Tuple[Tensor, ...]:
+    dev = _cuda_ordinal(topk_ids, "topk_ids")
+    t, k = _routing_inputs(topk_ids, topk_weights, dev)
+    local, layout = _routing_outputs(topk_ids, num_experts, first_expert, local_experts)
+    outs = {name: torch.empty(shape, dtype=dtype, device=topk_ids.device) for name, (shape, dtype) in layout.items()}
+    args = _moe.route_struct(t, k, num_experts, first_expert, local)
+    args.topk_ids, args.topk_weights = topk_ids.data_ptr(), topk_weights.data_ptr()
+    for name, tensor in outs.items():
+        setattr(args, _moe.route_field(name), tensor.data_ptr())
+    _call("ggemm_moe_route", args, dev, workspace=True)
+    return tuple(outs.values())
+
+
+def _moe_combine_impl(y, slot_row, out_dtype) -> Tensor:
+    dev = _cuda_ordinal(y, "y")
+    _need(y, "y", 2, _OPERAND, dev)
+    _need(slot_row, "slot_row", 2, _INT32, dev)
+    t, k = slot_row.shape
+    out = torch.empty((t, y.shape[1]), dtype=out_dtype or y.dtype, device=y.device)
+    if out.dtype not in (y.dtype, torch.float32):
+        raise TypeError(f"out_dtype: {out.dtype} is neither y's dtype ({y.dtype}) nor torch.float32")
+    args = _moe.combine_struct(_OPERAND[y.dtype], _OUTPUT[out.dtype], t, k, y.shape[1], y.shape[0], False)
+    args.y, args.slot_row, args.out = y.data_ptr(), slot_row.data_ptr(), out.data_ptr()
+    _call("ggemm_moe_combine", args, dev)
+    return out
+
+
+@torch.library.custom_op("ggemm::moe_ffn", mutates_args=(), device_types="cuda")
+def _moe_ffn_op(x: Tensor, w_gate_up: Tensor, w_down: Tensor, topk_ids: Tensor, topk_weights: Tensor,
+                first_expert: int = 0, num_experts: Optional[int] = None) -> Tensor:
+    return _moe_ffn_impl(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert, num_experts)
+
+
+@_moe_ffn_op.register_fake
+def _(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert=0, num_experts=None):
+    return x.new_empty((x.shape[0], x.shape[1]))
+
+
+@torch.library.custom_op("ggemm::moe_route", mutates_args=(), device_types="cuda")
+def _moe_route_op(topk_ids: Tensor, topk_weights: Tensor, num_experts: int, first_expert: int = 0,
+                  local_experts: Optional[int] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _moe_route_impl(topk_ids, topk_weights, num_experts, first_expert, local_experts)
+
+
+@_moe_route_op.register_fake
+def _(topk_ids, topk_weights, num_experts, first_expert=0, local_experts=None):
+    _, layout = _routing_outputs(topk_ids, num_experts, first_expert, local_experts)
+    return tuple(topk_ids.new_empty(shape, dtype=dtype) for shape, dtype in layout.values())
+
+
+@torch.library.custom_op("ggemm::moe_combine", mutates_args=(), device_types="cuda")
+def _moe_combine_op(y: Tensor, slot_row: Tensor, out_dtype: Optional[torch.dtype] = None) -> Tensor:
+    return _moe_combine_impl(y, slot_row, out_dtype)
+
+
+@_moe_combine_op.register_fake
+def _(y, slot_row, out_dtype=None):
+    return y.new_empty((slot_row.shape[0], y.shape[1]), dtype=out_dtype or y.dtype)
+
+
+def _eager() -> bool:
+    """Whether a call may skip the operator's dispatch (~20 us of host time on
+    the H200): not while torch.compile traces it. The MoE operators have no
+    autograd, so gradients are not a reason to dispatch."""
+    return not torch.compiler.is_compiling()
+
+
+def moe_ffn(x: Tensor, w_gate_up: Tensor, w_down: Tensor, topk_ids: Tensor, topk_weights: Tensor, *,
+            first_expert: int = 0, num_experts: Optional[int] = None) -> Tensor:
+    """ggemm.moe_ffn for torch tensors, as an operator torch.compile keeps
+    (torch.ops.ggemm.moe_ffn); returns a new [T, H] tensor. No autograd."""
+    if _eager():
+        return _moe_ffn_impl(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert, num_experts)
+    return torch.ops.ggemm.moe_ffn(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert, num_experts)
+
+
+def moe_route(topk_ids: Tensor, topk_weights: Tensor, *, num_experts: int, first_expert: int = 0,
+              local_experts: Optional[int] = None) -> "_moe.MoeRouting":
+    """ggemm.moe_route for torch tensors (torch.ops.ggemm.moe_route); returns a ggemm.MoeRouting."""
+    if _eager():
+        outs = _moe_route_impl(topk_ids, topk_weights, num_experts, first_expert, local_experts)
+    else:
+        outs = torch.ops.ggemm.moe_route(topk_ids, topk_weights, num_experts, first_expert, local_experts)
+    return _moe.MoeRouting(*outs)
+
+
+def moe_combine(y: Tensor, slot_row: Tensor, out_dtype: Optional[torch.dtype] = None) -> Tensor:
+    """ggemm.moe_combine for torch tensors (torch.ops.ggemm.moe_combine); returns a new [T, H] tensor."""
+    if _eager():
+        return _moe_combine_impl(y, slot_row, out_dtype)
+    return torch.ops.ggemm.moe_combine(y, slot_row, out_dtype)
 
 
 # ---- grouped_mm: torch._grouped_mm's 2D x 3D case ----------------------------------

@@ -174,3 +174,23 @@ class FakeDLPack:
         t.byte_offset = self.byte_offset
         self._keep.append((mt, shape, strides))
         return _PyCapsule_New(ctypes.addressof(mt), _CAPSULE_NAME, None)
+
+
+def moe_ffn_problem(
+    tokens: int = 5, hidden: int = 256, intermediate: int = 96, experts: int = 8, top_k: int = 2, *,
+    dtype: str = "bfloat16", **kw: Any
+):
+    """The six array arguments of moe_ffn, as fakes: x, w_gate_up, w_down, topk_ids, topk_weights, out."""
+    return (
+        torch_like((tokens, hidden), dtype, **kw),
+        torch_like((experts, 2 * intermediate, hidden), dtype, **kw),
+        torch_like((experts, hidden, intermediate), dtype, **kw),
+        torch_like((tokens, top_k), "int32", **kw),
+        torch_like((tokens, top_k), "float32", **kw),
+        torch_like((tokens, hidden), dtype, **kw),
+    )
+
+
+def fake_allocate(shape: Sequence[int], dtype: str, device: Optional[int]) -> FakeCudaArray:
+    """An allocator for the MoE builders: a new fake of that shape and dtype."""
+    return torch_like(tuple(shape), dtype, device=device)

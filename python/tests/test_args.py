@@ -128,7 +128,7 @@ def test_num_groups_default_explicit_and_bounds():
 
 @pytest.mark.parametrize(
     "spelling, value",
-    [("store", 0), ("accumulate", 1), ("row_scale", 2), ("ROW-SCALE", 2), (ggemm.Epilogue.ACCUMULATE, 1), (2, 2)],
+    [("store", 0), ("accumulate", 1), ("row_scale", 2), ("ROW-SCALE", 2), (ggemm.Epilogue.ACCUMULATE, 1), (2, 2), ("swiglu", 3), ("SwiGLU", 3)],
 )
 def test_epilogue_spellings(spelling, value):
     assert parse_epilogue(spelling) == value
@@ -343,3 +343,50 @@ def test_stream_resolution_without_torch():
     assert resolve_stream(None, named) == 0x4400  # CAI v3 producers that agree
     mixed = [torch_like((4,), "int32", stream=0x4400), torch_like((4,), "int32", stream=0x5500)]
     assert resolve_stream(None, mixed) == 0
+
+
+def test_swiglu_epilogue_reads_n_from_the_weights_and_writes_half():
+    a, b, _, o, i, s = moe_problem(m=40, n=64, k=128)  # b [4, 64, 128]: 32 gate rows, 32 up rows
+    half = torch_like((40, 32), "bfloat16")
+    built = _build_args(a, b, half, o, i, s, epilogue="swiglu")
+    assert built.args.epilogue == ggemm.Epilogue.SWIGLU == 3
+    assert (built.args.m, built.args.n, built.args.k) == (40, 64, 128)
+    assert built.args.c == half.ptr
+    full = torch_like((40, 64), "bfloat16")  # out [M, N] is what 'store' writes, not 'swiglu'
+    with pytest.raises(ValueError, match=r"swiglu.*N = 128"):
+        _build_args(a, b, full, o, i, s, epilogue="swiglu")
+
+
+def test_gather_on_load_takes_a_of_any_row_count():
+    _, b, out, o, i, s = moe_problem(m=40, n=64, k=128)
+    tokens = torch_like((7, 128), "bfloat16")  # 7 tokens, 40 sorted (token, slot) rows read from them
+    index = torch_like((40,), "int32")
+    built = _build_args(tokens, b, out, o, i, s, a_row_index=index)
+    x = built.args
+    assert (x.a, x.a_row_index, x.a_rows, x.m) == (tokens.ptr, index.ptr, 7, 40)
+    plain = _build_args(*moe_problem(m=40, n=64, k=128)).args
+    assert not plain.a_row_index and plain.a_rows == 0  # no gather: the library reads a as [M, K]
+    with pytest.raises(ValueError, match="a: has 7 rows"):
+        _build_args(tokens, b, out, o, i, s)  # without the index, a must have M rows
+
+
+def test_gather_index_is_checked():
+    _, b, out, o, i, s = moe_problem(m=40, n=64, k=128)
+    tokens = torch_like((7, 128), "bfloat16")
+    with pytest.raises(TypeError, match="a_row_index"):
+        _build_args(tokens, b, out, o, i, s, a_row_index=torch_like((40,), "int64"))
+    with pytest.raises(ValueError, match="a_row_index: has 39 entries, M is 40"):
+        _build_args(tokens, b, out, o, i, s, a_row_index=torch_like((39,), "int32"))
+    with pytest.raises(ValueError, match="plane_splits"):
+        _build_args(tokens, b, out, o, i, s, a_row_index=torch_like((40,), "int32"), plane_splits=(16, 32))
+
+
+def test_gather_and_swiglu_together_as_the_moe_gate_up():
+    # x [T, H] in token order, w_gate_up [E, 2I, H], h [R, I]: the MoE layer's first product.
+    x = torch_like((5, 256), "float16")
+    w = torch_like((8, 2 * 96, 256), "float16")
+    h = torch_like((40, 96), "float16")
+    o, i, s = torch_like((9,), "int32"), torch_like((8,), "int32"), torch_like((2,), "int32")
+    x_args = _build_args(x, w, h, o, i, s, epilogue="swiglu", a_row_index=torch_like((40,), "int32")).args
+    assert (x_args.m, x_args.n, x_args.k, x_args.num_experts, x_args.a_rows) == (40, 192, 256, 8, 5)
+    assert x_args.a_dtype == x_args.c_dtype == ggemm.Dtype.FP16

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 import ggemm
+from ggemm import _capi
 from conftest import header_path
 
 # Every argument struct of the header, with its ctypes mirror.
@@ -19,6 +20,9 @@ STRUCTS = [
     ("ggemm_grouped_matmul_args", ggemm.GroupedMatmulArgs),
     ("ggemm_lora_shrink_qkv_args", ggemm.LoraShrinkQkvArgs),
     ("ggemm_lora_expand_qkv_args", ggemm.LoraExpandQkvArgs),
+    ("ggemm_moe_route_args", ggemm.MoeRouteArgs),
+    ("ggemm_moe_combine_args", ggemm.MoeCombineArgs),
+    ("ggemm_moe_ffn_args", ggemm.MoeFfnArgs),
     ("ggemm_config", ggemm.Config),
 ]
 
@@ -46,6 +50,8 @@ def c_values(tmp_path_factory):
     for enum_cls, prefix in ((ggemm.Status, "GGEMM_STATUS_"), (ggemm.Dtype, "GGEMM_DTYPE_"), (ggemm.Epilogue, "GGEMM_EPILOGUE_")):
         for member in enum_cls:
             lines.append(f'printf("enum {prefix}{member.name} %d\\n", (int){prefix}{member.name});')
+    for member in ggemm.DeviceFault:
+        lines.append(f'printf("const GGEMM_DEVICE_FAULT_{member.name} %d\\n", (int)GGEMM_DEVICE_FAULT_{member.name});')
     lines.append('printf("const GGEMM_MAX_GROUPS %d\\n", (int)GGEMM_MAX_GROUPS);')
     lines.append('printf("const GGEMM_VERSION %d\\n", (int)GGEMM_VERSION);')
     lines.append('printf("sizeof enum %zu\\n", sizeof(ggemm_status));')
@@ -78,6 +84,8 @@ def test_enums_and_constants(c_values):
     for enum_cls, prefix in ((ggemm.Status, "GGEMM_STATUS_"), (ggemm.Dtype, "GGEMM_DTYPE_"), (ggemm.Epilogue, "GGEMM_EPILOGUE_")):
         for member in enum_cls:
             assert c_values[("enum", prefix + member.name)] == int(member)
+    for member in ggemm.DeviceFault:
+        assert c_values[("const", f"GGEMM_DEVICE_FAULT_{member.name}")] == int(member)
     assert c_values[("const", "GGEMM_MAX_GROUPS")] == ggemm.MAX_GROUPS
     assert c_values[("const", "GGEMM_VERSION")] == ggemm.HEADER_VERSION
 
@@ -102,3 +110,18 @@ def test_every_status_of_the_header_is_mirrored():
         pytest.skip(f"{header} not found")
     in_header = set(re.findall(r"^\s*GGEMM_STATUS_([A-Z_]+)\s*=", header.read_text(), re.M))
     assert in_header == {s.name for s in ggemm.Status}
+
+
+def test_every_device_fault_and_function_of_the_header_is_mirrored():
+    header = header_path()
+    if not header.exists():
+        pytest.skip(f"{header} not found")
+    text = header.read_text()
+    faults = set(re.findall(r"#define GGEMM_DEVICE_FAULT_([A-Z_]+)\s", text))
+    assert faults == {f.name for f in ggemm.DeviceFault}
+    # Every MoE function of the header is declared by the bindings (with its struct).
+    moe = set(re.findall(r"GGEMM_API ggemm_status (ggemm_moe_\w+)\(", text))
+    assert moe == set(_capi.MOE_FUNCTIONS)
+    for name, (struct, _) in _capi.MOE_FUNCTIONS.items():
+        c_struct = re.search(rf"{name}\(\s*(?:ggemm_handle_t handle,\s*)?const (\w+) \*", text).group(1)
+        assert dict((py, c) for c, py in STRUCTS)[struct] == c_struct, name

@@ -16,7 +16,8 @@ DEV = "cuda:0"
 
 
 def test_ops_are_registered():
-    for name in ("grouped_mm", "grouped_matmul", "lora_shrink_qkv", "lora_expand_qkv"):
+    for name in ("grouped_mm", "grouped_matmul", "lora_shrink_qkv", "lora_expand_qkv", "moe_ffn", "moe_route",
+                 "moe_combine"):
         assert hasattr(torch.ops.ggemm, name), name
 
 
@@ -40,6 +41,71 @@ def test_cpu_tensors_are_refused_with_a_message():
     i = torch.zeros(3, dtype=torch.int32)
     with pytest.raises((ValueError, NotImplementedError, RuntimeError), match="CUDA|cuda"):
         torch.ops.ggemm.grouped_matmul(a, b, out, i, i[:2], i[:2], False)
+
+
+def _moe_on(device, t=5, h=256, i=96, e=8, k=2, dtype=torch.bfloat16):
+    """x, w_gate_up, w_down, topk_ids, topk_weights (empty) on `device`."""
+    return (torch.empty(t, h, dtype=dtype, device=device), torch.empty(e, 2 * i, h, dtype=dtype, device=device),
+            torch.empty(e, h, i, dtype=dtype, device=device), torch.empty(t, k, dtype=torch.int32, device=device),
+            torch.empty(t, k, dtype=torch.float32, device=device))
+
+
+def test_moe_fakes_give_the_shapes_and_dtypes_of_the_header():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x, wgu, wd, ids, w = _moe_on("cpu", t=7, h=256, i=96, e=8, k=3, dtype=torch.float16)
+        out = torch.ops.ggemm.moe_ffn(x, wgu, wd, ids, w, 0, None)
+        routing = torch.ops.ggemm.moe_route(ids, w, 64, 16, 8)
+        y = torch.empty(21, 256, dtype=torch.float16)
+        summed = torch.ops.ggemm.moe_combine(y, routing[6], None)
+        summed32 = torch.ops.ggemm.moe_combine(y, routing[6], torch.float32)
+    assert tuple(out.shape) == (7, 256) and out.dtype == torch.float16
+    got = {name: (tuple(r.shape), r.dtype) for name, r in zip(ggemm.MoeRouting._fields, routing)}
+    assert got == {
+        "a_offsets": ((9,), torch.int32), "expert_ids": ((8,), torch.int32), "usage_stats": ((2,), torch.int32),
+        "row_token": ((21,), torch.int32), "row_slot": ((21,), torch.int32), "row_weight": ((21,), torch.float32),
+        "slot_row": ((7, 3), torch.int32),
+    }
+    assert tuple(summed.shape) == (7, 256) and summed.dtype == torch.float16 and summed32.dtype == torch.float32
+
+
+def test_compile_fullgraph_keeps_the_moe_ops():
+    """Traced on meta tensors (no GPU): the operators stay single nodes of one
+    graph, and the fakes' shapes flow through the code around them."""
+    seen = []
+
+    def record(gm, inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    def layer(x, wgu, wd, ids, w):
+        r = gt.moe_route(ids, w, num_experts=8)
+        y = x.new_empty(ids.numel(), x.shape[1])
+        return gt.moe_ffn(x, wgu, wd, ids, w) * 2, gt.moe_combine(y, r.slot_row, torch.float32), r.row_weight
+
+    out, summed, weights = torch.compile(layer, backend=record, fullgraph=True)(*_moe_on("meta"))
+    assert [t for t in seen if t.startswith("ggemm.")] == ["ggemm.moe_route", "ggemm.moe_ffn", "ggemm.moe_combine"]
+    assert (tuple(out.shape), tuple(summed.shape), tuple(weights.shape)) == ((5, 256), (5, 256), (10,))
+    assert summed.dtype == torch.float32 and weights.dtype == torch.float32
+
+
+def test_moe_ffn_refuses_cpu_tensors_before_the_library():
+    with pytest.raises(ValueError, match="x: ggemm needs CUDA tensors"):
+        gt.moe_ffn(*_moe_on("cpu"))
+    with pytest.raises(ValueError, match="topk_ids: ggemm needs CUDA tensors"):
+        gt.moe_route(*_moe_on("cpu")[3:], num_experts=8)
+
+
+def test_grouped_matmul_op_takes_a_gather_index():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(5, 128, dtype=torch.bfloat16)
+        w = torch.empty(4, 64, 128, dtype=torch.bfloat16)
+        h = torch.empty(10, 32, dtype=torch.bfloat16)
+        i = torch.empty(5, dtype=torch.int32)
+        torch.ops.ggemm.grouped_matmul(x, w, h, i, i[:4], i[:2], True, "swiglu", None, 0, i.new_empty(10))
 
 
 # ---- on the GPU ---------------------------------------------------------------
