@@ -29,6 +29,9 @@ inline const ggemm_config* bench_config_override() {
 // --epilogue=accumulate: the MoE rows time the accumulate epilogue. The LoRA
 // rows name their mode (_accumulate) and ignore it.
 inline bool bench_accumulate_override() { return absl::GetFlag(FLAGS_epilogue) == "accumulate"; }
+// --epilogue=row_scale: the MoE rows time the row-scale epilogue (the routing
+// weights, one float a row, counted in the bytes).
+inline bool bench_row_scale_override() { return absl::GetFlag(FLAGS_epilogue) == "row_scale"; }
 
 // --data=model: the MoE rows' operands drawn as a model's (gpu_buffers.h).
 inline ggemm::bench::DataDistribution bench_data_distribution() {

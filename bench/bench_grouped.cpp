@@ -77,10 +77,12 @@ struct Session {
   std::unique_ptr<CublasGrouped> grouped;
   std::unique_ptr<CublasLoopGraph> loop;
   DeviceBuffer zero_ids;  // --one_expert: every group on expert 0
+  DeviceBuffer row_scale;  // --epilogue=row_scale: a weight per row
 
   MoeProblem& use_shape(int index) {
     if (index != shape_index) {
       zero_ids = DeviceBuffer();
+      row_scale = DeviceBuffer();
       loop.reset();
       grouped.reset();
       problem.reset();
@@ -139,6 +141,15 @@ void bench_shape(benchmark::State& state, int shape_index, Impl impl, Mode mode)
   // into whatever the buffer holds.
   const bool accumulate = impl == Impl::kGgemm && bench_accumulate_override();
   if (accumulate) args.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+  const bool row_scale = impl == Impl::kGgemm && bench_row_scale_override();
+  if (row_scale) {
+    if (!s.row_scale.get()) {
+      const std::vector<float> weights(size_t(p.shape.rows), 0.125f);
+      s.row_scale = upload(weights.data(), weights.size() * sizeof(float));
+    }
+    args.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
+    args.row_scale = static_cast<const float*>(s.row_scale.get());
+  }
   if (impl == Impl::kGgemm && bench_one_expert_override()) {
     if (!s.zero_ids.get()) {
       const std::vector<int32_t> zeros(size_t(args.num_groups), 0);
@@ -146,7 +157,8 @@ void bench_shape(benchmark::State& state, int shape_index, Impl impl, Mode mode)
     }
     args.expert_ids = static_cast<const int32_t*>(s.zero_ids.get());
   }
-  const double bytes = p.bytes() + (accumulate ? 2.0 * double(p.shape.rows) * double(p.shape.n) : 0.0);
+  const double bytes = p.bytes() + (accumulate ? 2.0 * double(p.shape.rows) * double(p.shape.n) : 0.0) +
+                       (row_scale ? 4.0 * double(p.shape.rows) : 0.0);
 
   // Warm-up: module loading, cuBLAS heuristics, graph upload; a call that is
   // refused outright skips the benchmark with the library's message.

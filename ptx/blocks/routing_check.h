@@ -40,10 +40,20 @@ GGEMM_HOST_DEVICE constexpr uint32_t active_count_faults(uint32_t usage_stats_ac
 }
 
 #if defined(__CUDACC__)
-// ORs `fault` into the checked-mode word (the caller checks that it is on).
+// Gather on load: one warp of each CTA checks its share of the grouped rows'
+// source indices (rows [0, a_offsets[walked groups]), as far as M; rows in no
+// group are never read). A few loads per lane on a full GPU.
 template <typename Params>
-GGEMM_DEVICE void report_device_fault(const Params &p, uint32_t fault) {
-  atomicOr(p.device_status, fault);
+GGEMM_DEVICE void check_gather_warp(const Params &p) {
+  const uint32_t lane = threadIdx.x % 32;
+  const uint32_t stated = p.usage_stats[1];
+  const uint32_t walked = stated < p.num_groups ? stated : p.num_groups;
+  const uint32_t grouped = p.a_offsets[walked] < p.m ? p.a_offsets[walked] : p.m;
+  uint32_t f = 0;
+  for (uint32_t r = blockIdx.x * 32 + lane; r < grouped; r += gridDim.x * 32)
+    if (uint32_t(p.a_row_index[r]) >= p.gather_rows) f = kFaultIndexOutOfRange;
+  f = __reduce_or_sync(0xffffffffu, f);
+  if (lane == 0 && f) atomicOr(p.device_status, f);
 }
 
 // One warp checks every walked group and ORs the faults it found into

@@ -202,7 +202,10 @@ struct GroupedGemmSm90 {
     // in a consumer the extra code costs ptxas registers the accumulators
     // need). CTA 0 starts about one memory latency later; only in checked
     // mode.
-    if (p.device_status && blockIdx.x == 0 && threadIdx.x / 32 == 2) check_routing_warp(p);
+    if (p.device_status && threadIdx.x / 32 == 2) {
+      if (blockIdx.x == 0) check_routing_warp(p);
+      if (Cfg::kGather && p.a_row_index) check_gather_warp(p);
+    }
     // The barriers' inits (and, in a cluster, the peer's) are visible before
     // any TMA or remote arrival can reach them.
     sync_cta_or_cluster();

@@ -6,7 +6,6 @@
 #include "../blocks/cluster_tiles.h"
 #include "params.h"
 #include "../blocks/pipeline.h"
-#include "../blocks/routing_check.h"
 #include "../blocks/tile_handoff.h"
 #include "../blocks/tile_scheduler.h"
 #include "../blocks/trace.h"
@@ -142,8 +141,12 @@ struct ProducerSm90 {
   // (tmap_tokens has boxes of one row), each at its row of the 128B-swizzled
   // tile: the TMA swizzles by shared-memory address, so a row lands as it
   // would in a whole box. An index outside the activations reads zeros
-  // (TMA's out-of-bounds fill), reported in checked mode.
-  GGEMM_DEVICE static void load_gathered_tokens(const Sm90GroupedParams &p, uint8_t *x, uint64_t *bar, int32_t k0,
+  // (TMA's out-of-bounds fill); checked mode reports it at kernel start
+  // (check_gather_warp: the producer's 48 registers have no room for it).
+  // Not inlined: inline, the row loop's registers beside the producer's
+  // state spill at every tile_m (ptxas); as a call, only its few live
+  // registers are saved around it, once per gathered stage.
+  __device__ __noinline__ static void load_gathered_tokens(const Sm90GroupedParams &p, uint8_t *x, uint64_t *bar, int32_t k0,
                                                 const GroupedTile &tile) {
     const uint32_t rows = min(tile.rows, uint32_t(Cfg::kTileM));
     for (uint32_t r = 0; r < rows; ++r) {
