@@ -7,12 +7,15 @@
 // same way, and for what they report.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "abi_cases.h"
 #include "ggemm.h"
+
+extern "C" void ggemm_c99_moe_layout(size_t out[6]);
 
 namespace ggemm::testing {
 namespace {
@@ -346,6 +349,21 @@ TEST(AbiMoeWorkspaceSize, RouteGrowsWithSlotsAndExperts) {
   EXPECT_GT(big, empty);
   a.num_experts = GGEMM_MAX_GROUPS, a.first_expert = 0, a.local_experts = GGEMM_MAX_GROUPS;
   EXPECT_GT(route_workspace(a), big);
+}
+
+// ---- C99 ------------------------------------------------------------------------------
+
+// C (tests/test_abi_c99.c, which also calls each entry point) and C++ lay the
+// MoE structs out alike.
+TEST(AbiMoeC99, CAndCxxAgreeOnLayout) {
+  size_t c_layout[6] = {0, 0, 0, 0, 0, 0};
+  ggemm_c99_moe_layout(c_layout);
+  EXPECT_EQ(c_layout[0], sizeof(RouteArgs));
+  EXPECT_EQ(c_layout[1], offsetof(RouteArgs, workspace_bytes));
+  EXPECT_EQ(c_layout[2], sizeof(CombineArgs));
+  EXPECT_EQ(c_layout[3], offsetof(CombineArgs, accumulate));
+  EXPECT_EQ(c_layout[4], sizeof(FfnArgs));
+  EXPECT_EQ(c_layout[5], offsetof(FfnArgs, workspace_bytes));
 }
 
 }  // namespace

@@ -76,7 +76,9 @@ extern "C" ggemm_status ggemm_moe_ffn_workspace_size(const ggemm_moe_ffn_args *a
 extern "C" ggemm_status ggemm_moe_route(ggemm_handle_t handle, const ggemm_moe_route_args *args,
                                         ggemm_stream_t stream) {
   return guarded([&] {
-    GGEMM_TRY(ggemm::validate_moe_route_args(args, args ? route_workspace_bytes(*args) : 0));
+    // The dims first: the workspace's size is computed from them.
+    GGEMM_TRY(ggemm::validate_moe_route_dims(args));
+    GGEMM_TRY(ggemm::validate_moe_route_args(args, route_workspace_bytes(*args)));
     GGEMM_TRY(check_handle(handle));
     const ggemm_moe_route_args &a = *args;
     ggemm::MoeRouteLaunch l{};
@@ -116,7 +118,8 @@ extern "C" ggemm_status ggemm_moe_combine(ggemm_handle_t handle, const ggemm_moe
 // keeps its contiguous TMA stores.
 extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn_args *args, ggemm_stream_t stream) {
   return guarded([&] {
-    GGEMM_TRY(ggemm::validate_moe_ffn_args(args, args ? ffn_layout(*args).bytes : 0));
+    GGEMM_TRY(ggemm::validate_moe_ffn_dims(args));
+    GGEMM_TRY(ggemm::validate_moe_ffn_args(args, ffn_layout(*args).bytes));
     GGEMM_TRY(check_handle(handle));
     const ggemm_moe_ffn_args &a = *args;
     if (a.num_tokens == 0) return GGEMM_STATUS_SUCCESS;

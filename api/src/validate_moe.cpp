@@ -75,7 +75,7 @@ ggemm_status check_experts(int64_t num_experts, int64_t first_expert, int64_t lo
                 (long long)local_experts, GGEMM_MAX_GROUPS);
   if (first_expert < 0)
     return fail(GGEMM_STATUS_INVALID_VALUE, "first_expert = %lld: must be >= 0", (long long)first_expert);
-  if (first_expert + local_experts > num_experts)
+  if (first_expert > num_experts - local_experts)  // (no overflow: both are below 2^31 here)
     return fail(GGEMM_STATUS_INVALID_VALUE,
                 "first_expert + local_experts = %lld + %lld: past num_experts = %lld (a rank's experts are a "
                 "range of the global ones)",
