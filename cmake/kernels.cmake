@@ -9,12 +9,18 @@
 #
 # ptx/<dir>/kernels_<dtype>.cu for each <dir> below, compiled with its gencode;
 # the number is what runtime/device.cpp compares with the device (arch_number()).
+# Beside them, ptx/<dir>/kernels_moe.cu: the MoE layer's routing and combine
+# kernels (plain CUDA C++ in ptx/moe/, the same source for every architecture).
 set(GGEMM_KERNEL_DIRS sm90 sm100)
 set(GGEMM_KERNEL_sm90_ARCH 90)
 set(GGEMM_KERNEL_sm90_GENCODE -gencode=arch=compute_90a,code=sm_90a)
 set(GGEMM_KERNEL_sm100_ARCH 100)
 set(GGEMM_KERNEL_sm100_GENCODE -gencode=arch=compute_100a,code=sm_100a)
 set(GGEMM_KERNEL_DTYPES bf16 fp16)
+# The MoE kernels' own headers: only the kernels_moe fatbins depend on them,
+# so an edit there rebuilds no GEMM fatbin.
+file(GLOB GGEMM_MOE_HEADERS CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/ptx/moe/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/moe/*.cuh)
 # Spills are errors, except in trace builds (GGEMM_TRACE): recording events
 # costs the knife-edge kernels a few registers, and those builds measure
 # cycles between events, not speed.
@@ -38,7 +44,7 @@ file(GLOB GGEMM_PTX_COMMON_HEADERS CONFIGURE_DEPENDS
 
 set(GGEMM_FATBINS)        # every fatbin (tests/check_sass.py)
 set(GGEMM_SM90_FATBINS)   # per architecture (the sm_100a SASS test)
-set(GGEMM_SM100_FATBINS)
+set(GGEMM_SM100_FATBINS)   # (the GEMM kernels only: the tcgen05 SASS test)
 set(GGEMM_FATBIN_INCBINS "")
 set(GGEMM_FATBIN_SYMBOLS "")
 set(GGEMM_FATBIN_ARCHS "")
@@ -49,23 +55,32 @@ foreach(dir ${GGEMM_KERNEL_DIRS})
     ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.cuh
     ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.inc
     ${CMAKE_CURRENT_SOURCE_DIR}/ptx/instr/${dir}/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/instr/${dir}/*.inc)
-  foreach(dtype ${GGEMM_KERNEL_DTYPES})
+  foreach(dtype ${GGEMM_KERNEL_DTYPES} moe)
     set(name kernels_${dtype})
     set(src ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/${name}.cu)
     set(out ${CMAKE_CURRENT_BINARY_DIR}/kernels/${dir}_${name}.fatbin)
+    if(dtype STREQUAL "moe")
+      set(deps ${GGEMM_MOE_HEADERS} ${GGEMM_PTX_COMMON_HEADERS})
+    else()
+      set(deps ${GGEMM_PTX_COMMON_HEADERS} ${arch_headers})
+    endif()
     add_custom_command(OUTPUT ${out}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/kernels
       # ptxas reports serialised wgmmas as info only: the wrapper fails on them.
       COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cmake/nvcc_no_wgmma_serialization.sh
               ${CUDAToolkit_NVCC_EXECUTABLE} -std=c++17 -O3 -fatbin ${GGEMM_KERNEL_${dir}_GENCODE}
               ${GGEMM_KERNEL_FLAGS} -o ${out} ${src}
-      DEPENDS ${src} ${GGEMM_PTX_COMMON_HEADERS} ${arch_headers}
-              ${CMAKE_CURRENT_SOURCE_DIR}/cmake/nvcc_no_wgmma_serialization.sh
+      DEPENDS ${src} ${deps} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/nvcc_no_wgmma_serialization.sh
       COMMENT "nvcc: ${dir}/${name}.cu -> fatbin (sm_${GGEMM_KERNEL_${dir}_ARCH}a)"
       VERBATIM)
+    # Every fatbin's SASS is checked for local memory (tests/check_sass.py);
+    # the per-architecture lists hold the GEMM kernels, whose tensor-core
+    # instructions the sm_100a test looks for.
     list(APPEND GGEMM_FATBINS ${out})
     string(TOUPPER ${dir} DIR)
-    list(APPEND GGEMM_${DIR}_FATBINS ${out})
+    if(NOT dtype STREQUAL "moe")
+      list(APPEND GGEMM_${DIR}_FATBINS ${out})
+    endif()
     string(APPEND GGEMM_FATBIN_INCBINS
       "  .balign 64\n  .hidden ggemm_fatbin_${dir}_${name}\n  .globl ggemm_fatbin_${dir}_${name}\n"
       "ggemm_fatbin_${dir}_${name}:\n  .incbin \"${out}\"\n")

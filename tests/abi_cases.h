@@ -1,5 +1,6 @@
 // abi_cases.h — what the argument-validation tests of the public C ABI share
-// (test_abi_validation.cpp, test_abi_lora_validation.cpp): fake pointers,
+// (test_abi_validation.cpp, test_abi_lora_validation.cpp,
+// test_abi_moe_validation.cpp): fake pointers,
 // whether an error message names an argument, and table-driven cases.
 //
 // Argument checks run before the handle check, so a NULL handle lets every
@@ -53,6 +54,9 @@ inline std::string describe(ggemm_status got) {
 inline ggemm_status call(const ggemm_grouped_matmul_args *a) { return ggemm_grouped_matmul(nullptr, a, nullptr); }
 inline ggemm_status call(const ggemm_lora_shrink_qkv_args *a) { return ggemm_lora_shrink_qkv(nullptr, a, nullptr); }
 inline ggemm_status call(const ggemm_lora_expand_qkv_args *a) { return ggemm_lora_expand_qkv(nullptr, a, nullptr); }
+inline ggemm_status call(const ggemm_moe_route_args *a) { return ggemm_moe_route(nullptr, a, nullptr); }
+inline ggemm_status call(const ggemm_moe_combine_args *a) { return ggemm_moe_combine(nullptr, a, nullptr); }
+inline ggemm_status call(const ggemm_moe_ffn_args *a) { return ggemm_moe_ffn(nullptr, a, nullptr); }
 template <typename Args>
 ggemm_status call(const Args &a) {
   return call(&a);

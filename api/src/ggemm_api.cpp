@@ -1,45 +1,27 @@
 // The C ABI: validate, translate, never throw (every entry point catches).
-#include <atomic>
-#include <exception>
-#include <new>
-
-#include "api/src/errors.h"
+#include "api/src/handle.h"
 #include "api/src/validate.h"
 #include "ggemm.h"
 #include "runtime/device.h"
 #include "runtime/launch_grouped.h"
 #include "runtime/plan.h"
 
-struct ggemm_handle_st {
-  static constexpr uint64_t kMagic = 0x6767656d6d5f6831ull;  // "ggemm_h1"
-  uint64_t magic = kMagic;
-  ggemm::Device *device = nullptr;
-  std::atomic<uint32_t *> device_status{nullptr};  // checked mode; null = off
-};
+namespace ggemm::api {
+
+ggemm_status launch(ggemm_handle_t handle, const GroupedLaunch &l, ggemm_stream_t stream) {
+  Device &dev = *handle->device;
+  GGEMM_TRY(validate_config(l.config, dev.arch(), dev.props(), l.shape));
+  return report(launch_grouped(dev, l, reinterpret_cast<CUstream>(stream)));
+}
+
+}  // namespace ggemm::api
 
 namespace {
 
-// Runs `body`, turning any C++ exception into a status: nothing escapes the ABI.
-template <typename F>
-ggemm_status guarded(F &&body) {
-  ggemm::clear_error();
-  try {
-    return body();
-  } catch (const std::bad_alloc &) {
-    return ggemm::fail(GGEMM_STATUS_OUT_OF_MEMORY, "host memory allocation failed");
-  } catch (const std::exception &e) {
-    return ggemm::fail(GGEMM_STATUS_INTERNAL_ERROR, "internal error: %s", e.what());
-  } catch (...) {
-    return ggemm::fail(GGEMM_STATUS_INTERNAL_ERROR, "internal error: unknown exception");
-  }
-}
-
-bool valid_handle(ggemm_handle_t h) { return h && h->magic == ggemm_handle_st::kMagic && h->device; }
-
-ggemm_status check_handle(ggemm_handle_t h) {
-  if (!valid_handle(h)) return ggemm::fail(GGEMM_STATUS_INVALID_HANDLE, "handle is NULL or was not made by ggemm_create");
-  return GGEMM_STATUS_SUCCESS;
-}
+using ggemm::api::check_handle;
+using ggemm::api::guarded;
+using ggemm::api::launch;
+using ggemm::api::valid_handle;
 
 // A view of the whole of C for every segment (plain grouped matmul).
 void view_all(ggemm::GroupedLaunch &l, void *c, int64_t m, int64_t n) {
@@ -50,21 +32,13 @@ void view_all(ggemm::GroupedLaunch &l, void *c, int64_t m, int64_t n) {
 // checked mode.
 template <typename Args>
 void copy_routing(ggemm::GroupedLaunch &l, const Args &a, const int32_t *ids, ggemm_handle_t handle) {
-  l.device_status = handle->device_status.load(std::memory_order_acquire);
+  l.device_status = ggemm::api::checked_mode_word(handle);
   l.a_offsets = a.a_offsets;
   l.expert_ids = ids;
   l.usage_stats = a.expert_usage_stats;
   l.shape.num_groups = a.num_groups;
   l.shape.max_rows_per_group = a.max_rows_per_group;
   l.config = a.config;
-}
-
-// The config override's checks (they need the device's architecture), then
-// the launch; a runtime error becomes the C ABI's status and message.
-ggemm_status launch(ggemm_handle_t handle, const ggemm::GroupedLaunch &l, ggemm_stream_t stream) {
-  ggemm::Device &dev = *handle->device;
-  GGEMM_TRY(ggemm::validate_config(l.config, dev.arch(), dev.props(), l.shape));
-  return ggemm::report(ggemm::launch_grouped(dev, l, reinterpret_cast<CUstream>(stream)));
 }
 
 }  // namespace

@@ -8,6 +8,10 @@
 // launch, and validation runs before the handle check, so every pointer is a
 // fake address that must never be dereferenced (ASan reports it if it is).
 //
+// Inputs whose first byte is 0xF0, 0xF1 or 0xF2 drive the MoE layer's calls
+// instead (ggemm_moe_route, ggemm_moe_combine, ggemm_moe_ffn and the
+// workspace queries; fuzz_validate_moe.h).
+//
 // Properties (each violation aborts, so libFuzzer reports it):
 //   1. no crash, no ASan/UBSan report;
 //   2. the status is never SUCCESS (the handle is NULL);
@@ -305,6 +309,8 @@ void check_status_string(int32_t v) {
   }
 }
 
+#include "fuzz_validate_moe.h"
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -315,6 +321,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int32_t v = pick_enum(p);
     if (verbose()) std::fprintf(stderr, "[fuzz_validate] ggemm_status_string(%d)\n", v);
     check_status_string(v);
+    return 0;
+  }
+
+  // The MoE layer's calls and workspace queries (fuzz_validate_moe.h).
+  if (mode >= 0xF0 && mode <= 0xF2) {
+    fuzz_moe(p, mode);
     return 0;
   }
 

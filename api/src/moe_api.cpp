@@ -1,0 +1,182 @@
+// The C ABI of the MoE layer (ggemm.h, "The MoE layer"): validate, carve the
+// workspace, launch; never throw (every entry point runs guarded).
+#include <cstdint>
+
+#include "api/src/handle.h"
+#include "api/src/validate_moe.h"
+#include "ggemm.h"
+#include "runtime/launch_moe.h"
+#include "runtime/plan.h"
+
+namespace {
+
+using ggemm::api::check_handle;
+using ggemm::api::checked_mode_word;
+using ggemm::api::guarded;
+
+size_t route_workspace_bytes(const ggemm_moe_route_args &a) {
+  return ggemm::route_scratch_layout(a.num_tokens * a.top_k, a.local_experts).bytes;
+}
+
+ggemm::FfnWorkspaceLayout ffn_layout(const ggemm_moe_ffn_args &a) {
+  return ggemm::ffn_workspace_layout(a.num_tokens, a.top_k, a.hidden, a.intermediate, a.local_experts, a.dtype);
+}
+
+template <typename T>
+T *at(void *base, size_t offset) {
+  return reinterpret_cast<T *>(static_cast<char *>(base) + offset);
+}
+
+ggemm_status check_bytes_out(size_t *bytes) {
+  if (!bytes) return ggemm::fail(GGEMM_STATUS_NULL_POINTER, "bytes is NULL");
+  return GGEMM_STATUS_SUCCESS;
+}
+
+// The grouped matmuls' shared fields: routing from ggemm_moe_route, one
+// group per local expert, weights [local_experts, N, K], no config.
+ggemm::GroupedLaunch ffn_matmul(const char *op, const ggemm_moe_ffn_args &a, const ggemm::MoeRouteLaunch &route,
+                                ggemm_handle_t handle) {
+  ggemm::GroupedLaunch l{};
+  l.op = op;
+  l.shape.a_dtype = l.shape.c_dtype = a.dtype;
+  l.shape.m = a.num_tokens * a.top_k;
+  l.shape.transpose_b = true;
+  l.shape.num_groups = a.local_experts;
+  l.shape.max_rows_per_group = 0;
+  l.num_experts = a.local_experts;
+  l.a_offsets = route.a_offsets;
+  l.expert_ids = route.expert_ids;
+  l.usage_stats = route.usage_stats;
+  l.device_status = checked_mode_word(handle);
+  l.alpha = 1.f;
+  l.config = nullptr;
+  return l;
+}
+
+}  // namespace
+
+extern "C" ggemm_status ggemm_moe_route_workspace_size(const ggemm_moe_route_args *args, size_t *bytes) {
+  return guarded([&] {
+    GGEMM_TRY(ggemm::validate_moe_route_dims(args));
+    GGEMM_TRY(check_bytes_out(bytes));
+    *bytes = route_workspace_bytes(*args);
+    return GGEMM_STATUS_SUCCESS;
+  });
+}
+
+extern "C" ggemm_status ggemm_moe_ffn_workspace_size(const ggemm_moe_ffn_args *args, size_t *bytes) {
+  return guarded([&] {
+    GGEMM_TRY(ggemm::validate_moe_ffn_dims(args));
+    GGEMM_TRY(check_bytes_out(bytes));
+    *bytes = ffn_layout(*args).bytes;
+    return GGEMM_STATUS_SUCCESS;
+  });
+}
+
+extern "C" ggemm_status ggemm_moe_route(ggemm_handle_t handle, const ggemm_moe_route_args *args,
+                                        ggemm_stream_t stream) {
+  return guarded([&] {
+    // The dims first: the workspace's size is computed from them.
+    GGEMM_TRY(ggemm::validate_moe_route_dims(args));
+    GGEMM_TRY(ggemm::validate_moe_route_args(args, route_workspace_bytes(*args)));
+    GGEMM_TRY(check_handle(handle));
+    const ggemm_moe_route_args &a = *args;
+    ggemm::MoeRouteLaunch l{};
+    l.num_tokens = a.num_tokens, l.top_k = a.top_k;
+    l.num_experts = a.num_experts, l.first_expert = a.first_expert, l.local_experts = a.local_experts;
+    l.topk_ids = a.topk_ids, l.topk_weights = a.topk_weights;
+    l.a_offsets = a.a_offsets, l.expert_ids = a.expert_ids, l.usage_stats = a.expert_usage_stats;
+    l.row_token = a.row_token, l.row_slot = a.row_slot, l.row_weight = a.row_weight, l.slot_row = a.slot_row;
+    l.workspace = a.workspace;
+    l.device_status = checked_mode_word(handle);
+    return ggemm::report(ggemm::launch_moe_route(*handle->device, l, reinterpret_cast<CUstream>(stream)));
+  });
+}
+
+extern "C" ggemm_status ggemm_moe_combine(ggemm_handle_t handle, const ggemm_moe_combine_args *args,
+                                          ggemm_stream_t stream) {
+  return guarded([&] {
+    GGEMM_TRY(ggemm::validate_moe_combine_args(args));
+    GGEMM_TRY(check_handle(handle));
+    const ggemm_moe_combine_args &a = *args;
+    if (a.num_tokens == 0) return GGEMM_STATUS_SUCCESS;
+    ggemm::MoeCombineLaunch l{};
+    l.y_dtype = a.y_dtype, l.out_dtype = a.out_dtype;
+    l.num_tokens = a.num_tokens, l.top_k = a.top_k, l.hidden = a.hidden, l.y_rows = a.y_rows;
+    l.y = a.y, l.slot_row = a.slot_row, l.out = a.out;
+    l.accumulate = a.accumulate != 0;
+    l.device_status = checked_mode_word(handle);
+    return ggemm::report(ggemm::launch_moe_combine(*handle->device, l, reinterpret_cast<CUstream>(stream)));
+  });
+}
+
+// route -> gate_up (gather x by row_token, SwiGLU) -> h -> down (scaled by
+// row_weight) -> y in sorted rows -> combine (each token's k rows by
+// slot_row) -> out. The down product writes sorted rows and the combine
+// gathers them, rather than the GEMM scattering rows to token order: the
+// same bytes move, the sum's order is fixed (deterministic), and the GEMM
+// keeps its contiguous TMA stores.
+extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn_args *args, ggemm_stream_t stream) {
+  return guarded([&] {
+    GGEMM_TRY(ggemm::validate_moe_ffn_dims(args));
+    GGEMM_TRY(ggemm::validate_moe_ffn_args(args, ffn_layout(*args).bytes));
+    GGEMM_TRY(check_handle(handle));
+    const ggemm_moe_ffn_args &a = *args;
+    if (a.num_tokens == 0) return GGEMM_STATUS_SUCCESS;
+    const ggemm::FfnWorkspaceLayout w = ffn_layout(a);
+    void *ws = a.workspace;
+    const int64_t rows = a.num_tokens * a.top_k, inter = a.intermediate, hidden = a.hidden;
+    CUstream s = reinterpret_cast<CUstream>(stream);
+
+    ggemm::MoeRouteLaunch route{};
+    route.num_tokens = a.num_tokens, route.top_k = a.top_k;
+    route.num_experts = a.num_experts, route.first_expert = a.first_expert, route.local_experts = a.local_experts;
+    route.topk_ids = a.topk_ids, route.topk_weights = a.topk_weights;
+    route.a_offsets = at<uint32_t>(ws, w.a_offsets);
+    route.expert_ids = at<int32_t>(ws, w.expert_ids);
+    route.usage_stats = at<uint32_t>(ws, w.usage_stats);
+    route.row_token = at<int32_t>(ws, w.row_token);
+    route.row_slot = at<int32_t>(ws, w.row_slot);
+    route.row_weight = at<float>(ws, w.row_weight);
+    route.slot_row = at<int32_t>(ws, w.slot_row);
+    route.workspace = at<void>(ws, w.route_scratch);
+    route.device_status = checked_mode_word(handle);
+    GGEMM_TRY(ggemm::report(ggemm::launch_moe_route(*handle->device, route, s)));
+
+    // gate_up: h [T * k, I] = SwiGLU of the gathered tokens times the
+    // expert's [2I, H] gate and up rows.
+    void *h = at<void>(ws, w.h);
+    ggemm::GroupedLaunch gate_up = ffn_matmul("moe_ffn gate_up", a, route, handle);
+    gate_up.shape.n = 2 * inter, gate_up.shape.k = hidden;
+    gate_up.shape.epilogue = GGEMM_EPILOGUE_SWIGLU;
+    gate_up.shape.gather = true;
+    gate_up.a = a.x;
+    gate_up.a_rows = a.num_tokens;
+    gate_up.a_row_index = route.row_token;
+    gate_up.b = a.w_gate_up;
+    for (auto &v : gate_up.views) v = ggemm::OutputViewDesc{h, inter, 0, rows, inter};
+    GGEMM_TRY(ggemm::api::launch(handle, gate_up, stream));
+
+    // down: y [T * k, H] = row_weight * (h times the expert's [H, I]), in
+    // sorted rows.
+    void *y = at<void>(ws, w.y);
+    ggemm::GroupedLaunch down = ffn_matmul("moe_ffn down", a, route, handle);
+    down.shape.n = hidden, down.shape.k = inter;
+    down.shape.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
+    down.a = h;
+    down.a_rows = rows;
+    down.a_row_index = nullptr;
+    down.b = a.w_down;
+    down.row_scale = route.row_weight;
+    for (auto &v : down.views) v = ggemm::OutputViewDesc{y, hidden, 0, rows, hidden};
+    GGEMM_TRY(ggemm::api::launch(handle, down, stream));
+
+    ggemm::MoeCombineLaunch combine{};
+    combine.y_dtype = combine.out_dtype = a.dtype;
+    combine.num_tokens = a.num_tokens, combine.top_k = a.top_k, combine.hidden = hidden, combine.y_rows = rows;
+    combine.y = y, combine.slot_row = route.slot_row, combine.out = a.out;
+    combine.accumulate = false;
+    combine.device_status = checked_mode_word(handle);
+    return ggemm::report(ggemm::launch_moe_combine(*handle->device, combine, s));
+  });
+}

@@ -1,0 +1,31 @@
+// The MoE layer's extern "C" entry points (routing and combine), compiled
+// into each architecture's fatbin by ptx/<arch>/kernels_moe.cu. Plain CUDA
+// C++ (no tensor cores): the same source for sm_90a and sm_100a. The
+// runtime launches them by these names (runtime/launch_moe.cpp).
+#pragma once
+#include "combine.cuh"
+#include "route.cuh"
+
+// The count pass: one CTA per chunk; dynamic shared memory holds the
+// chunk's 16-bit counters, (local_experts + 1) / 2 words.
+extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads)
+    ggemm_moe_route_count(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
+  ggemm::moe::route_count(p);
+}
+
+// The scan and scatter pass: cooperative (its CTAs wait for each other at
+// grid barriers), one CTA per SM.
+extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
+    ggemm_moe_route_scatter(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
+  ggemm::moe::route_scatter(p);
+}
+
+#define GGEMM_MOE_DEFINE_COMBINE(Y, YN, OUT, ON)                                              \
+  extern "C" __global__ void __launch_bounds__(ggemm::moe::kCombineThreads)                   \
+      ggemm_moe_combine_##YN##_##ON(const __grid_constant__ ggemm::moe::MoeCombineParams p) { \
+    ggemm::moe::combine<Y, OUT>(p);                                                           \
+  }
+GGEMM_MOE_DEFINE_COMBINE(__nv_bfloat16, bf16, __nv_bfloat16, bf16)
+GGEMM_MOE_DEFINE_COMBINE(__nv_bfloat16, bf16, float, fp32)
+GGEMM_MOE_DEFINE_COMBINE(__half, fp16, __half, fp16)
+GGEMM_MOE_DEFINE_COMBINE(__half, fp16, float, fp32)

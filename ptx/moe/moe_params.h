@@ -1,0 +1,74 @@
+// The MoE layer's routing and combine kernels' parameters (ptx/moe/route.cuh,
+// ptx/moe/combine.cuh), shared by the kernels and the runtime that fills
+// them (runtime/launch_moe.cpp). Plain data: no CUDA header needed.
+#pragma once
+#include <cstdint>
+
+namespace ggemm::moe {
+
+// Threads of a routing CTA: the count pass's slots per step, the scatter
+// pass's slots per round (16 warps) and its block-wide scans.
+constexpr uint32_t kRouteThreads = 512;
+constexpr uint32_t kRouteWarps = kRouteThreads / 32;
+
+// Upper bound on the scatter pass's grid (one CTA per SM, all co-resident):
+// sizes the per-CTA totals in the workspace, which the host sizes without a
+// device.
+constexpr uint32_t kMaxRouteScatterCtas = 1024;
+
+// Slots of one chunk at most: the per-chunk counters are 16-bit halves of
+// 32-bit shared-memory words (two experts a word), so a chunk's count of one
+// expert must stay below 2^16.
+constexpr uint32_t kMaxChunkSlots = 32768;
+
+// A slot with no local expert (id -1, another rank's expert, an id out of
+// range, a weight that is not finite).
+constexpr uint32_t kNoExpert = 0xffffffffu;
+
+struct MoeRouteParams {
+  const int32_t *topk_ids;   // [T * k]
+  const float *topk_weights; // [T * k]
+  // Outputs (ggemm_moe_route_args).
+  uint32_t *a_offsets;    // [local_experts + 1]
+  int32_t *expert_ids;    // [local_experts]
+  uint32_t *usage_stats;  // [2]
+  int32_t *row_token;     // [T * k]
+  int32_t *row_slot;      // [T * k]
+  float *row_weight;      // [T * k]
+  int32_t *slot_row;      // [T * k]
+  // Scratch in the caller's workspace (runtime/launch_moe.cpp lays it out).
+  uint32_t *chunk_counts;  // [local_experts][num_chunks]: the count pass's counts, then their
+                           // exclusive prefix over chunks (the expert's rows before the chunk)
+  uint32_t *expert_rows;   // [local_experts]: rows of each expert, then its first sorted row
+  uint32_t *cta_totals;    // [kMaxRouteScatterCtas][3]: rows, active experts, most rows of a CTA's experts
+  uint32_t *grid_arrivals; // the scatter pass's grid barrier; zeroed by the count pass
+  uint32_t *device_status; // checked mode (ggemm_set_device_status); null = off
+  uint32_t num_slots;      // T * k
+  uint32_t top_k;
+  int32_t num_experts;
+  int32_t first_expert;
+  uint32_t local_experts;
+  uint32_t chunk_slots;    // slots per chunk, <= kMaxChunkSlots
+  uint32_t num_chunks;     // ceil(num_slots / chunk_slots)
+};
+
+// Threads of a combine CTA; a team of team_threads (a power of two, 8..128)
+// sums one token's row, so a CTA holds kCombineThreads / team_threads tokens.
+constexpr uint32_t kCombineThreads = 128;
+constexpr uint32_t kMinCombineTeam = 8;
+constexpr uint32_t kMaxTopK = 64;
+
+struct MoeCombineParams {
+  const void *y;           // [y_rows, hidden] bf16 or fp16
+  const int32_t *slot_row; // [T * k]
+  void *out;               // [T, hidden]
+  uint32_t *device_status; // checked mode; null = off
+  uint32_t num_tokens;
+  uint32_t top_k;
+  uint32_t hidden;         // a multiple of 8
+  uint32_t y_rows;
+  uint32_t team_threads;
+  uint32_t accumulate;     // fp32 out only
+};
+
+}  // namespace ggemm::moe

@@ -1,0 +1,79 @@
+// The MoE layer's own launches (routing, combine) and the layout of the
+// workspaces that ggemm_moe_route and ggemm_moe_ffn carve their scratch and
+// intermediates from. The grouped matmuls between them are GroupedLaunches
+// (runtime/launch_grouped.h).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "ggemm.h"
+#include "runtime/device.h"
+#include "runtime/status.h"
+
+namespace ggemm {
+
+// Every piece of a workspace starts on this boundary (the matrices need 16
+// bytes for TMA; 256 keeps each piece on its own cache lines).
+constexpr size_t kMoeWorkspaceAlign = 256;
+
+// How the count pass splits the T * k slots: chunks of chunk_slots (a power
+// of two, 2048..kMaxChunkSlots), enough of them to fill the GPU, few enough
+// that the [local_experts][num_chunks] count matrix stays small.
+struct RouteChunks {
+  uint32_t chunk_slots;
+  uint32_t num_chunks;
+};
+RouteChunks route_chunks(int64_t num_slots, int64_t local_experts);
+
+// The routing's scratch, as byte offsets from the workspace's start.
+struct RouteScratchLayout {
+  size_t grid_arrivals, cta_totals, expert_rows, chunk_counts;
+  size_t bytes;  // what ggemm_moe_route_workspace_size reports
+};
+RouteScratchLayout route_scratch_layout(int64_t num_slots, int64_t local_experts);
+
+// ggemm_moe_ffn's workspace: the routing's outputs, its scratch, then the
+// intermediates h [T * k, I] and y [T * k, H] (dtype), as byte offsets.
+struct FfnWorkspaceLayout {
+  size_t a_offsets, expert_ids, usage_stats, row_token, row_slot, row_weight, slot_row;
+  size_t route_scratch;  // a RouteScratchLayout from here
+  size_t h, y;
+  size_t bytes;  // what ggemm_moe_ffn_workspace_size reports
+};
+FfnWorkspaceLayout ffn_workspace_layout(int64_t num_tokens, int64_t top_k, int64_t hidden, int64_t intermediate,
+                                        int64_t local_experts, ggemm_dtype dtype);
+
+// One routing call; the arguments have passed validation.
+struct MoeRouteLaunch {
+  int64_t num_tokens, top_k, num_experts, first_expert, local_experts;
+  const int32_t *topk_ids;
+  const float *topk_weights;
+  uint32_t *a_offsets;
+  int32_t *expert_ids;
+  uint32_t *usage_stats;
+  int32_t *row_token, *row_slot;
+  float *row_weight;
+  int32_t *slot_row;
+  void *workspace;           // route_scratch_layout(...).bytes, 16-byte aligned
+  uint32_t *device_status;   // checked mode; null = off
+};
+// Two launches: the count pass, then the cooperative scan and scatter.
+Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream);
+
+// One combine call; the arguments have passed validation and T > 0.
+struct MoeCombineLaunch {
+  ggemm_dtype y_dtype, out_dtype;
+  int64_t num_tokens, top_k, hidden, y_rows;
+  const void *y;
+  const int32_t *slot_row;
+  void *out;
+  bool accumulate;
+  uint32_t *device_status;
+};
+Status launch_moe_combine(Device &dev, const MoeCombineLaunch &l, CUstream stream);
+
+// Threads that sum one token's row (a power of two, 8..128): one per
+// 16-byte vector of the row where the row is short.
+uint32_t combine_team_threads(int64_t hidden);
+
+}  // namespace ggemm
