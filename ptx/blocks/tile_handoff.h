@@ -86,6 +86,10 @@ class TileHandoff {
     ++count_;
   }
 
+  // A thread of a receiving warp whose one lane releases for the warp
+  // (sm90 GatherLoaderSm90): moves on without an arrival.
+  GGEMM_DEVICE void skip() { ++count_; }
+
   // Receiver that copies the tile and frees its slot at once: the next tile
   // and its index, or false at the end.
   GGEMM_DEVICE bool take(uint8_t *region, GroupedTile *t, uint32_t *index) {
@@ -107,7 +111,7 @@ class TileHandoff {
   }
 
   // Slot and parity from one count of the tiles passed (kTileSlots is a
-  // power of two): the producer has 48 registers.
+  // power of two): the producer has 40 registers.
   GGEMM_DEVICE uint32_t slot_index() const { return count_ % kTileSlots; }
   GGEMM_DEVICE uint32_t phase() const { return (count_ / kTileSlots) & 1; }
 

@@ -9,7 +9,7 @@
 // consumer warpgroups, 64 weight rows each) and the tokens its N side
 // (tile_m = 16..256), so decode-sized groups waste little.
 //
-//   warpgroup 0  48 registers. Warp 1: one thread walks the tiles and hands
+//   warpgroup 0  40 registers. Warp 1: one thread walks the tiles and hands
 //                each to the other roles through shared memory
 //                (ptx/blocks/tile_handoff.h), so no other role waits on the
 //                walk's routing loads. Warp 0: the producer, one thread
@@ -19,6 +19,8 @@
 //                operand (Sm90GroupedParams::k_slices: narrow stages are slow
 //                per stage, not per byte). A tile narrower than tile_m loads
 //                only the token rows its MMA reads (tmap_tokens_narrow).
+//                Warp 2, gathering (a_row_index): the gather loader, the
+//                token rows one box each (gather_loader.cuh).
 //   warpgroups 1, 2  consumers: wgmma from shared-memory descriptors into
 //                fp32 registers, then the epilogue for their 64 features:
 //                stmatrix.trans into a 128B-swizzled staging tile, then a TMA
@@ -58,6 +60,7 @@
 #include "../instr/tma.h"
 #include "consumer.cuh"
 #include "epilogue.cuh"
+#include "gather_loader.cuh"
 #include "kernel_table.h"
 #include "producer.cuh"
 #include "smem_layout.h"
@@ -90,13 +93,11 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static constexpr uint32_t kStageTokens = sm90_epilogue_stage_tokens(TileM);
   static constexpr uint32_t kStageChunks = TileM / kStageTokens;
   static constexpr uint32_t kStagingBytes = kBoxes * kStageTokens * 128;
-  // Producer 48 (the gather's row loop), consumers 232: 128 * 48 + 256 *
-  // 232 = the SM's 65536 registers.
-  static constexpr uint32_t kProducerRegs = 48, kConsumerRegs = 232;
+  static constexpr uint32_t kProducerRegs = 40, kConsumerRegs = 232;
   // The SwiGLU epilogue (16-bit outputs) and gather on load (no cluster):
-  // not at tile_m 256, where they spill (the accumulators' 128 registers
-  // leave the epilogue too few; the gather's row loop the producer). The
-  // runtime plans tile_m <= kMaxGatherSwigluTileM for them.
+  // not at tile_m 256, where the SwiGLU epilogue spills (the accumulators'
+  // 128 registers leave it too few). The runtime plans tile_m <=
+  // kMaxGatherSwigluTileM for them.
   static constexpr bool kSwiglu = sizeof(OutT) == 2 && TileM <= int(kMaxGatherSwigluTileM);
   static constexpr bool kGather = ClusterM == 1 && TileM <= int(kMaxGatherSwigluTileM);
   // The consumer warpgroups that multiply (Sm90GroupedParams::
@@ -179,9 +180,9 @@ struct GroupedGemmSm90 {
           ptx::mbarrier_init(&c_empty[s], Cfg::consumers(p));  // each consumer warpgroup, once its slot is free
         }
       }
-      // Who reads each handed-off tile: the producer thread and every
-      // consumer thread.
-      TileHandoff::init(Cfg::handoff_region(), 1 + Cfg::consumers(p) * 128);
+      // Who reads each handed-off tile: the producer thread, every consumer
+      // thread and, gathering, the gather loader (one release per warp).
+      TileHandoff::init(Cfg::handoff_region(), 1 + Cfg::consumers(p) * 128 + (gathers(p) ? 1 : 0));
       ptx::fence_mbarrier_init();
     }
     if (threadIdx.x / 32 == 1) {
@@ -198,7 +199,7 @@ struct GroupedGemmSm90 {
       }
     }
     // Checked mode: one warp of CTA 0 looks at the routing arrays before the
-    // roles split (after it, the producer's 48 registers have no room, and
+    // roles split (after it, the producer's 40 registers have no room, and
     // in a consumer the extra code costs ptxas registers the accumulators
     // need). CTA 0 starts about one memory latency later; only in checked
     // mode.
@@ -216,6 +217,8 @@ struct GroupedGemmSm90 {
         if (ptx::elect_one_sync()) ProducerSm90<Cfg>::run(p, smem, layout, full, empty, c_full, c_empty);
       } else if (threadIdx.x < 64) {
         if (ptx::elect_one_sync()) TileWalkerSm90<Cfg>::run(p, Cfg::handoff_region());
+      } else if (threadIdx.x < 96) {
+        if (gathers(p)) GatherLoaderSm90<Cfg>::run(p, smem, layout, full, empty);
       }
     } else if (warpgroup <= Cfg::consumers(p)) {  // a second warpgroup with no rows below N has nothing to do
       ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
@@ -251,6 +254,8 @@ struct GroupedGemmSm90 {
       ptx::cluster_sync();
     }
   }
+
+  GGEMM_DEVICE static bool gathers(const Sm90GroupedParams &p) { return ProducerSm90<Cfg>::gathers(p); }
 
   GGEMM_DEVICE static void sync_cta_or_cluster() {
     if constexpr (ClusterM > 1) {

@@ -21,7 +21,7 @@ namespace ggemm::sm90 {
 template <class Cfg>
 struct TileWalkerSm90 {
   // The cluster's walk (cluster_walk, as the CPU tests simulate it), read
-  // from the special registers at each use (the walker has 48 registers).
+  // from the special registers at each use (the walker has 40 registers).
   GGEMM_DEVICE static uint32_t first_tile() {
     return uint32_t(cluster_walk(blockIdx.x, gridDim.x, Cfg::kClusterM).first);
   }
@@ -131,29 +131,9 @@ struct ProducerSm90 {
     }
   }
 
-  // Gather on load (a_row_index): no cluster, one K slice a stage (the
-  // runtime plans it so).
-  GGEMM_DEVICE static bool gathers(const Sm90GroupedParams &p) {
-    return Cfg::kGather && p.a_row_index != nullptr;
-  }
-
-  // A gathered stage's tokens: one one-row box per token row of the tile
-  // (tmap_tokens has boxes of one row), each at its row of the 128B-swizzled
-  // tile: the TMA swizzles by shared-memory address, so a row lands as it
-  // would in a whole box. An index outside the activations reads zeros
-  // (TMA's out-of-bounds fill); checked mode reports it at kernel start
-  // (check_gather_warp: the producer's 48 registers have no room for it).
-  // Not inlined: inline, the row loop's registers beside the producer's
-  // state spill at every tile_m (ptxas); as a call, only its few live
-  // registers are saved around it, once per gathered stage.
-  __device__ __noinline__ static void load_gathered_tokens(const Sm90GroupedParams &p, uint8_t *x, uint64_t *bar, int32_t k0,
-                                                const GroupedTile &tile) {
-    const uint32_t rows = min(tile.rows, uint32_t(Cfg::kTileM));
-    for (uint32_t r = 0; r < rows; ++r) {
-      const int32_t source = __ldg(&p.a_row_index[tile.row0 + r]);
-      ptx::tma_load_2d(x + r * p.swizzle_bytes, &p.tmap_tokens, bar, k0, source);
-    }
-  }
+  // Gather on load (a_row_index): the token rows come from the gather
+  // loader (gather_loader.cuh); the producer expects their bytes.
+  GGEMM_DEVICE static bool gathers(const Sm90GroupedParams &p) { return Cfg::kGather && p.a_row_index != nullptr; }
 
   // The TMA loads of stage ki of a tile into weights w and tokens x, both
   // completing on `bar`: one slice of K (tile_k), or with the K-sliced views
@@ -185,10 +165,7 @@ struct ProducerSm90 {
         ptx::tma_load_3d(w + half * tile_k * 128, &p.tmap_weights, bar,
                          int32_t(tile.col0 + half * Cfg::kFeaturesPerWarpgroup), k0, tile.expert);
     }
-    if (gathers(p)) {
-      load_gathered_tokens(p, x, bar, k0, tile);
-      return;
-    }
+    if (gathers(p)) return;  // the gather loader's
     if constexpr (Cfg::kClusterM > 1) {
       ptx::tma_load_2d_multicast(x + r * Cfg::kTokensPerCta * p.swizzle_bytes, &p.tmap_tokens, bar, k0, token_row,
                                  uint16_t((1u << Cfg::kClusterM) - 1));
