@@ -78,8 +78,7 @@ struct Problem {
     c_init.resize(size_t(m * c_cols) * esize(c.out));
     fill_random(c.in, a.data(), size_t(a_rows * c.k), rng);
     if (c.gather_rows) {
-      std::uniform_int_distribution<int32_t> pick(0, int32_t(c.gather_rows - 1));
-      for (int64_t r = 0; r < m; ++r) row_index.push_back(pick(rng));
+      for (int64_t r = 0; r < m; ++r) row_index.push_back(int32_t(rng.uniform_int(0, c.gather_rows - 1)));
       if (c.hostile_index) {
         const int32_t bad[4] = {-1, -7, int32_t(c.gather_rows), INT32_MAX};
         for (int i = 0; i < 4 && i < m; ++i) row_index[size_t(i * 3 % m)] = bad[i];
