@@ -110,6 +110,9 @@ extern "C" ggemm_status ggemm_moe_combine(ggemm_handle_t handle, const ggemm_moe
   });
 }
 
+// Routed rows up to which ggemm_moe_ffn gathers inside the gate_up GEMM.
+constexpr int64_t kFusedGatherMaxRows = 128;
+
 // route -> gate_up (gather x by row_token, SwiGLU) -> h -> down (scaled by
 // row_weight) -> y in sorted rows -> combine (each token's k rows by
 // slot_row) -> out. The down product writes sorted rows and the combine
@@ -144,22 +147,37 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     GGEMM_TRY(ggemm::report(ggemm::launch_moe_route(*handle->device, route, s)));
 
     // gate_up: h [T * k, I] = SwiGLU of the gathered tokens times the
-    // expert's [2I, H] gate and up rows.
+    // expert's [2I, H] gate and up rows. The gather is fused into the GEMM's
+    // loads (one-row TMA boxes) for decode-sized calls only: its boxes cost
+    // per box, not per byte, and past a few hundred rows a plain copy of the
+    // rows at copy bandwidth (the combine kernel with k = 1, into y's space,
+    // which the down product overwrites later) and the ungathered GEMM are
+    // much faster (docs/performance.md, "the MoE layer").
     void *h = at<void>(ws, w.h);
+    void *y = at<void>(ws, w.y);
+    const bool fused_gather = rows <= kFusedGatherMaxRows;
+    if (!fused_gather) {
+      ggemm::MoeCombineLaunch gather{};
+      gather.y_dtype = gather.out_dtype = a.dtype;
+      gather.num_tokens = rows, gather.top_k = 1, gather.hidden = hidden, gather.y_rows = a.num_tokens;
+      gather.y = a.x, gather.slot_row = route.row_token, gather.out = y;
+      gather.accumulate = false;
+      gather.device_status = checked_mode_word(handle);
+      GGEMM_TRY(ggemm::report(ggemm::launch_moe_combine(*handle->device, gather, s)));
+    }
     ggemm::GroupedLaunch gate_up = ffn_matmul("moe_ffn gate_up", a, route, handle);
     gate_up.shape.n = 2 * inter, gate_up.shape.k = hidden;
     gate_up.shape.epilogue = GGEMM_EPILOGUE_SWIGLU;
-    gate_up.shape.gather = true;
-    gate_up.a = a.x;
-    gate_up.a_rows = a.num_tokens;
-    gate_up.a_row_index = route.row_token;
+    gate_up.shape.gather = fused_gather;
+    gate_up.a = fused_gather ? a.x : y;
+    gate_up.a_rows = fused_gather ? a.num_tokens : rows;
+    gate_up.a_row_index = fused_gather ? route.row_token : nullptr;
     gate_up.b = a.w_gate_up;
     for (auto &v : gate_up.views) v = ggemm::OutputViewDesc{h, inter, 0, rows, inter};
     GGEMM_TRY(ggemm::api::launch(handle, gate_up, stream));
 
     // down: y [T * k, H] = row_weight * (h times the expert's [H, I]), in
     // sorted rows.
-    void *y = at<void>(ws, w.y);
     ggemm::GroupedLaunch down = ffn_matmul("moe_ffn down", a, route, handle);
     down.shape.n = hidden, down.shape.k = inter;
     down.shape.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
