@@ -111,7 +111,7 @@ extern "C" ggemm_status ggemm_moe_combine(ggemm_handle_t handle, const ggemm_moe
 }
 
 // Routed rows up to which ggemm_moe_ffn gathers inside the gate_up GEMM.
-constexpr int64_t kFusedGatherMaxRows = 128;
+constexpr int64_t kFusedGatherMaxRows = 32;
 
 // route -> gate_up (gather x by row_token, SwiGLU) -> h -> down (scaled by
 // row_weight) -> y in sorted rows -> combine (each token's k rows by
