@@ -53,7 +53,7 @@ class Routing:
     def __init__(self, torch, logits, top_k: int, num_experts: int) -> None:
         t = logits.shape[0]
         self.weights, self.experts = top_k_routing(torch, logits, top_k)
-        flat = experts.reshape(-1)  # pair p = token p // k, slot p % k
+        flat = self.experts.reshape(-1)  # pair p = token p // k, slot p % k
         self.order = torch.argsort(flat, stable=True)  # pairs sorted by expert
         self.token_of_row = self.order // top_k  # token of each sorted row
         self.weight_of_row = self.weights.reshape(-1)[self.order].contiguous()  # fp32 [T*k]
