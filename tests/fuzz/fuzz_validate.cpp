@@ -198,10 +198,27 @@ Verdict model(const ggemm_grouped_matmul_args &a, bool config_given) {
   must(a.num_groups < 1 || a.num_groups > GGEMM_MAX_GROUPS, GGEMM_STATUS_INVALID_GROUP_COUNT);
   must(a.transpose_b != 0 && a.transpose_b != 1, GGEMM_STATUS_INVALID_VALUE);
   const int32_t ep = get_enum(&a.epilogue);
-  must(ep != GGEMM_EPILOGUE_STORE && ep != GGEMM_EPILOGUE_ACCUMULATE && ep != GGEMM_EPILOGUE_ROW_SCALE,
+  must(ep != GGEMM_EPILOGUE_STORE && ep != GGEMM_EPILOGUE_ACCUMULATE && ep != GGEMM_EPILOGUE_ROW_SCALE &&
+           ep != GGEMM_EPILOGUE_SWIGLU,
        GGEMM_STATUS_INVALID_VALUE);
 
   const int64_t s0 = a.a_plane_split0, s1 = a.a_plane_split1;
+  const bool planes = s0 != 0 || s1 != 0;
+  // SwiGLU: K-major gate_up weights, N = 2I with I a multiple of 8, 16-bit
+  // C, no plane splits.
+  if (ep == GGEMM_EPILOGUE_SWIGLU) {
+    must(a.transpose_b == 0 || planes, GGEMM_STATUS_INVALID_VALUE);
+    must(!bad_dim(a.n, true) && a.n % 16 != 0, GGEMM_STATUS_INVALID_DIMENSION);
+    must(get_enum(&a.c_dtype) == GGEMM_DTYPE_FP32, GGEMM_STATUS_INVALID_DTYPE);
+  }
+  // Gather on load: no plane splits; A's rows a 32-bit dimension whose
+  // bytes stay addressable with K.
+  if (a.a_row_index) {
+    must(planes, GGEMM_STATUS_INVALID_VALUE);
+    must(a.a_rows < 1 || a.a_rows >= k2p31, GGEMM_STATUS_INVALID_DIMENSION);
+    if (a.a_rows >= 1 && !bad_dim(a.k, true))
+      must((unsigned __int128)a.a_rows * uint64_t(a.k) > ((unsigned __int128)1 << 61), GGEMM_STATUS_INVALID_DIMENSION);
+  }
   if (s0 != 0 || s1 != 0) {
     must(s0 <= 0 || s1 < s0 || s1 > a.n || s0 % 8 != 0 || s1 % 8 != 0, GGEMM_STATUS_INVALID_VALUE);
     // A then has 3 * M rows, which must stay a 32-bit dimension.
@@ -226,6 +243,7 @@ Verdict model(const ggemm_grouped_matmul_args &a, bool config_given) {
   index(a.expert_ids);
   index(a.expert_usage_stats);
   if (ep == GGEMM_EPILOGUE_ROW_SCALE) index(a.row_scale);
+  if (a.a_row_index && !aligned(a.a_row_index, 4)) ptr.insert(GGEMM_STATUS_MISALIGNED_POINTER);
   (a.m > 0 ? v.must : v.may).insert(ptr.begin(), ptr.end());
 
   // The config override's validity depends on the device; a library may
@@ -390,6 +408,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (on(17)) set_enum(&a.epilogue, pick_enum(p));
   if (on(18)) a.row_scale = fake<const float>(pick_ptr(p));
+  if (on(22)) {  // gather on load
+    a.a_row_index = fake<const int32_t>(pick_ptr(p));
+    a.a_rows = pick_dim(p);
+  }
 
   // An optional config override (a real struct: a library with a handle
   // would read it, so it is never a fake address).
