@@ -103,7 +103,8 @@ GGEMM_DEVICE void combine(const MoeCombineParams &p) {
   if (!live) return;
   const uint32_t vectors = p.hidden / 8;
   const Y *y = static_cast<const Y *>(p.y);
-  for (uint32_t v = member; v < vectors; v += team) {
+  // CTA y of gridDim.y takes every gridDim.y-th step of team vectors.
+  for (uint32_t v = member + blockIdx.y * team; v < vectors; v += team * gridDim.y) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     for (uint32_t j0 = 0; j0 < p.top_k; j0 += kCombineRowsInFlight) {
       uint4 loaded[kCombineRowsInFlight];

@@ -107,11 +107,60 @@ GGEMM_DEVICE void route_count(const MoeRouteParams &p) {
     p.chunk_counts[size_t(e) * p.num_chunks + chunk] = (counters[e / 2] >> counter_shift(e)) & 0xffffu;
 }
 
+// The CTA's maximum of one value per thread (kRouteThreads); `scratch`
+// holds kRouteWarps words.
+GGEMM_DEVICE uint32_t cta_max(uint32_t v, uint32_t *scratch) {
+  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = __reduce_max_sync(0xffffffffu, v);
+  __syncthreads();  // scratch is free
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  uint32_t most = 0;
+  for (uint32_t w = 0; w < kRouteWarps; ++w) most = max(most, scratch[w]);
+  return most;
+}
+
+// Chunks up to which phase A gives each expert a thread of its own that
+// walks the expert's chunk counts, instead of the CTA scanning one expert
+// at a time: a CTA-wide scan per expert is a global round trip and two
+// barriers in series, 64 of them cost ~30 us at one token (measured on the
+// H200), while a thread's walk over a few chunks costs one round trip for
+// all experts at once.
+constexpr uint32_t kThreadScanMaxChunks = 32;
+
 // Phase A: CTA g's experts [e0, e1): each expert's counts become their
 // exclusive prefix over chunks, its total goes to expert_rows, and the CTA's
 // totals to cta_totals[g].
 GGEMM_DEVICE void scan_expert_chunks(const MoeRouteParams &p, uint32_t e0, uint32_t e1, uint32_t *scratch) {
   uint32_t rows = 0, active = 0, most = 0;
+  if (p.num_chunks <= kThreadScanMaxChunks) {
+    for (uint32_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
+      uint32_t *row = p.chunk_counts + size_t(e) * p.num_chunks;
+      uint32_t counts[kThreadScanMaxChunks];
+#pragma unroll
+      for (uint32_t c = 0; c < kThreadScanMaxChunks; ++c) counts[c] = c < p.num_chunks ? row[c] : 0;
+      uint32_t carried = 0;
+#pragma unroll
+      for (uint32_t c = 0; c < kThreadScanMaxChunks; ++c) {
+        if (c < p.num_chunks) row[c] = carried;
+        carried += counts[c];
+      }
+      p.expert_rows[e] = carried;
+      rows += carried;
+      active += carried > 0;
+      most = max(most, carried);
+    }
+    uint32_t rows_sum, active_sum;
+    cta_exclusive_scan(rows, scratch, &rows_sum);
+    cta_exclusive_scan(active, scratch, &active_sum);
+    const uint32_t most_all = cta_max(most, scratch);
+    if (threadIdx.x == 0) {
+      p.cta_totals[3 * blockIdx.x + 0] = rows_sum;
+      p.cta_totals[3 * blockIdx.x + 1] = active_sum;
+      p.cta_totals[3 * blockIdx.x + 2] = most_all;
+    }
+    return;
+  }
   for (uint32_t e = e0; e < e1; ++e) {
     uint32_t *row = p.chunk_counts + size_t(e) * p.num_chunks;
     uint32_t carried = 0;
