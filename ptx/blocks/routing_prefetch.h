@@ -10,14 +10,10 @@
 #include <cstdint>
 
 #include "grouped_params.h"
+#include "../instr/prefetch.h"
 
 #if defined(__CUDACC__)
 namespace ggemm::ptx {
-
-// prefetch.global.L1 — a hint: no fault, no value, nothing to wait for.
-GGEMM_DEVICE void prefetch_l1(const void *address) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<uint64_t>(address)));
-}
 
 // Called by every lane of one warp. Lane 0 takes the usage word; lanes 1..8
 // the first 8 lines of a_offsets, lanes 9..16 those of expert_ids (the walk's
