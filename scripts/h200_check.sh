@@ -31,11 +31,15 @@ timeout 120 ./build/ggemm_demo > "$out/demo.log" 2>&1
 echo "demo rc=$?: $(grep -E '^PASS|^FAIL|speed ratio' "$out/demo.log" | tr '\n' ' ')"
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  GGEMM_LIBRARY=$PWD/build/libggemm.so timeout 240 python3 -m pytest -q -rs python/tests > "$out/pytest.log" 2>&1
+  # 420 s: the transformers block tests compile their blocks (test_gpu_hf_moe.py).
+  GGEMM_LIBRARY=$PWD/build/libggemm.so timeout 420 python3 -m pytest -q -rs python/tests > "$out/pytest.log" 2>&1
   echo "python tests rc=$?: $(tail -1 "$out/pytest.log")"
   grep '^SKIPPED' "$out/pytest.log" | head -5  # which tests skipped, and why
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 120 python3 examples/python/moe_ffn.py > "$out/moe_ffn.log" 2>&1
   echo "moe example rc=$?: $(tail -3 "$out/moe_ffn.log" | tr '\n' ' ')"
+  # transformers' Qwen3-MoE and Mixtral blocks with their experts on ggemm, eager and compiled (SKIPPED without transformers).
+  GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 480 python3 examples/python/hf_moe_block.py > "$out/hf_moe_block.log" 2>&1
+  echo "transformers MoE block example rc=$?:"; grep -E "^Qwen|^Mixtral|^ +[0-9]+ |outputs:|compile|SKIPPED|FAILED|^OK" "$out/hf_moe_block.log"
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 120 python3 bench/host_overhead.py > "$out/host_overhead.log" 2>&1
   echo "host time per Python call rc=$?:"; cat "$out/host_overhead.log"
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 900 python3 bench/compare_torch.py \
