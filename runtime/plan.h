@@ -86,7 +86,9 @@ struct KernelPlan {
   int64_t max_clusters = 0;     // the grid's clusters before the occupancy cap (launch_grouped)
 
   KernelFamily family() const { return kernel->family; }
-  bool persistent() const { return kernel->family == KernelFamily::kPersistent; }
+  bool persistent() const {
+    return kernel->family == KernelFamily::kPersistent || kernel->family == KernelFamily::kPersistentSwiglu;
+  }
 };
 
 // The plans. `config` has passed api/src/validate_config.cpp's checks; a

@@ -781,6 +781,45 @@ TEST(Sm90KernelRegistry, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) 
 }
 
 
+// SwiGLU (the MoE gate_up): at tile_m 256 the plan takes the SwiGLU-only
+// kernel (the general tile_m 256 kernels have no SwiGLU path); below 256 the
+// general kernel; with a gather, tile_m 128 at most (the gather loader
+// exists up to 128); no cluster; one K slice.
+TEST(Sm90Swiglu, PrefillTakesTheSwigluOnlyKernelAtTileM256) {
+  CallShape s = shape(4096, 2048);
+  s.m = 32768, s.n = 1536, s.num_groups = 128, s.max_rows_per_group = 0;  // Qwen3-30B-A3B gate_up, 4096 tokens
+  s.epilogue = GGEMM_EPILOGUE_SWIGLU;
+  KernelPlan plan;
+  ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(plan.tile_m, 256u);
+  EXPECT_EQ(plan.family(), KernelFamily::kPersistentSwiglu);
+  EXPECT_STREQ(plan.kernel->name, "ggemm_sm90_grouped_bf16_bf16_kmajor_m256_swiglu");
+  EXPECT_EQ(plan.k_slices, 1u);
+  EXPECT_EQ(plan.weights_box_rows, 128u);
+  EXPECT_TRUE(plan.persistent());
+  // The same call with the store epilogue: the general kernel at 256.
+  CallShape store = s;
+  store.epilogue = GGEMM_EPILOGUE_STORE;
+  ASSERT_EQ(sm90_persistent_plan(h200(), store, nullptr, &plan), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(plan.tile_m, 256u);
+  EXPECT_EQ(plan.family(), KernelFamily::kPersistent);
+  // Gathered: tile_m 128 on the general kernel.
+  s.gather = true;
+  ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &plan), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(plan.tile_m, 128u);
+  EXPECT_EQ(plan.family(), KernelFamily::kPersistent);
+  EXPECT_FALSE(plan.narrow_token_boxes);
+  // A config asking for tile_m 256 with a gather is refused, by name.
+  ggemm_config o = blank_config();
+  o.tile_m = 256;
+  EXPECT_EQ(sm90_persistent_plan(h200(), s, &o, &plan), GGEMM_STATUS_INVALID_CONFIG);
+  EXPECT_NE(std::string(ggemm_last_error_message()).find("tile_m"), std::string::npos) << ggemm_last_error_message();
+  // Without the gather, the config's 256 takes the SwiGLU-only kernel.
+  s.gather = false;
+  ASSERT_EQ(sm90_persistent_plan(h200(), s, &o, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(plan.family(), KernelFamily::kPersistentSwiglu);
+}
+
 // ---- (c2) sm_90a short-K kernel: when it takes a call, its tile, its names ------
 
 // The LoRA expand of Llama-3-8B's Q/K/V (q 4096, kv 1024: 48 column blocks
@@ -1566,9 +1605,12 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
     const std::string name = e.name;
     EXPECT_TRUE(names.insert(name).second) << name << " twice";
     ++per_family[{e.arch, e.family}];
-    const char *prefix = e.arch == Arch::kSm100a                ? "ggemm_sm100_grouped_"
-                         : e.family == KernelFamily::kPersistent ? "ggemm_sm90_grouped_"
-                                                                 : "ggemm_sm90_short_k_";
+    const bool sm90_persistent = e.family == KernelFamily::kPersistent || e.family == KernelFamily::kPersistentSwiglu;
+    const char *prefix = e.arch == Arch::kSm100a ? "ggemm_sm100_grouped_"
+                         : sm90_persistent        ? "ggemm_sm90_grouped_"
+                                                  : "ggemm_sm90_short_k_";
+    EXPECT_EQ(e.family == KernelFamily::kPersistentSwiglu, name.size() > 7 && name.substr(name.size() - 7) == "_swiglu")
+        << name;
     EXPECT_EQ(name.rfind(prefix, 0), 0u) << name;
     EXPECT_EQ(e.family == KernelFamily::kShortKSplit, name.size() > 7 && name.substr(name.size() - 7) == "_split8")
         << name;
@@ -1579,6 +1621,8 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistent}]), 76);
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortK}]), 18);
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortKSplit}]), 12);
+  // SwiGLU-only: 2 operand x 2 16-bit output dtypes, tile_m 256.
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistentSwiglu}]), 4);
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kPersistent}]), 108);
 }
 

@@ -74,7 +74,7 @@ struct EpilogueSm90 {
     const CUtensorMap *tmap_out = &p.tmap_out[segment];
 
     const bool scale = p.epilogue == kEpilogueRowScale;  // an inactive tile stages zeros either way
-    const bool swiglu = Cfg::kSwiglu && p.epilogue == kEpilogueSwiglu;
+    const bool swiglu = Cfg::kSwigluOnly || (Cfg::kSwiglu && p.epilogue == kEpilogueSwiglu);
 
 #pragma unroll
     for (uint32_t h = 0; h < Cfg::kStageChunks; ++h) {

@@ -69,9 +69,14 @@ namespace ggemm::sm90 {
 
 // What one kernel instantiation fixes at compile time, and the few
 // per-launch choices every role derives the same way from the parameters.
-template <typename ElemT, typename OutT, int TileM, WeightLayout Layout, int ClusterM>
+template <typename ElemT, typename OutT, int TileM, WeightLayout Layout, int ClusterM, bool SwigluOnly = false>
 struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static constexpr int kClusterM = ClusterM;  // CTAs of a cluster sharing a token tile
+  // The epilogue fixed to SwiGLU at compile time (kernel_table.h's _swiglu
+  // kernels): no other epilogue path, so tile_m 256 has the registers for it.
+  static constexpr bool kSwigluOnly = SwigluOnly;
+  static_assert(!SwigluOnly || (Layout == WeightLayout::kKMajor && ClusterM == 1 && sizeof(OutT) == 2),
+                "SwiGLU-only kernels: K-major weights, no cluster, 16-bit outputs");
 
   static_assert(ClusterM == 1 || (ClusterM == 2 && TileM >= 32), "clusters of 1, or pairs splitting >= 32 tokens");
   static constexpr uint32_t kPairTileN = kTileN * ClusterM;    // features a cluster's tile covers
@@ -98,7 +103,7 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   // not at tile_m 256, where the SwiGLU epilogue spills (the accumulators'
   // 128 registers leave it too few). The runtime plans tile_m <=
   // kMaxGatherSwigluTileM for them.
-  static constexpr bool kSwiglu = sizeof(OutT) == 2 && TileM <= int(kMaxGatherSwigluTileM);
+  static constexpr bool kSwiglu = sizeof(OutT) == 2 && (SwigluOnly || TileM <= int(kMaxGatherSwigluTileM));
   static constexpr bool kGather = ClusterM == 1 && TileM <= int(kMaxGatherSwigluTileM);
   // The consumer warpgroups that multiply (Sm90GroupedParams::
   // consumer_warpgroups): one when N <= 64, for K-major weights without a
@@ -150,9 +155,9 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   }
 };
 
-template <typename Elem, typename Out, int TileM, WeightLayout Layout, int ClusterM = 1>
+template <typename Elem, typename Out, int TileM, WeightLayout Layout, int ClusterM = 1, bool SwigluOnly = false>
 struct GroupedGemmSm90 {
-  using Cfg = GroupedGemmSm90Config<Elem, Out, TileM, Layout, ClusterM>;
+  using Cfg = GroupedGemmSm90Config<Elem, Out, TileM, Layout, ClusterM, SwigluOnly>;
 
   GGEMM_DEVICE static void run(const Sm90GroupedParams &p) {
     extern __shared__ uint8_t smem_raw[];
@@ -313,7 +318,7 @@ struct GroupedGemmSm90 {
     // The row-scale epilogue's weights of the first chunk, loaded now so
     // that their latency hides under the mainloop (row_scales.h).
     typename EpilogueSm90<Cfg>::RowScales scales;
-    if (active && p.epilogue == kEpilogueRowScale) scales.load(p, tile.row0, tile.rows, tid % 32);
+    if (!Cfg::kSwigluOnly && active && p.epilogue == kEpilogueRowScale) scales.load(p, tile.row0, tile.rows, tid % 32);
     if (active) {
       MainloopSm90<Cfg>::template run<Swizzle, Slices, Cfg::kTileM>(p, smem, layout, full, empty, cw, tile.rows, pipe,
                                                                     acc, trace);

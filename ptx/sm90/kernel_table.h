@@ -10,6 +10,7 @@
 
 // The entry points' names.
 #define GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF) ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF
+#define GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM) ggemm_sm90_grouped_##EN##_##ON##_kmajor_m##TM##_swiglu
 #define GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM
 #define GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM##_split8
 
@@ -42,6 +43,19 @@
 #define GGEMM_SM90_KERNELS_BF16(X) GGEMM_SM90_FOR_OUT(X, __nv_bfloat16, bf16)
 #define GGEMM_SM90_KERNELS_FP16(X) GGEMM_SM90_FOR_OUT(X, __half, fp16)
 #define GGEMM_SM90_KERNELS(X) GGEMM_SM90_KERNELS_BF16(X) GGEMM_SM90_KERNELS_FP16(X)
+
+// The persistent kernels with their epilogue fixed to SwiGLU (suffix
+// _swiglu): tile_m 256, K-major weights, 16-bit outputs, no cluster. The
+// general tile_m 256 kernels have no SwiGLU path (even a trivial extra
+// epilogue path spills them), and the MoE gate_up projection of prefill
+// wants tile_m 256.
+// W(elem, elem_name, out, out_name, tile_m)
+#define GGEMM_SM90_SWIGLU_FOR_OUT(W, E, EN) \
+  W(E, EN, __nv_bfloat16, bf16, 256)        \
+  W(E, EN, __half, fp16, 256)
+#define GGEMM_SM90_SWIGLU_KERNELS_BF16(W) GGEMM_SM90_SWIGLU_FOR_OUT(W, __nv_bfloat16, bf16)
+#define GGEMM_SM90_SWIGLU_KERNELS_FP16(W) GGEMM_SM90_SWIGLU_FOR_OUT(W, __half, fp16)
+#define GGEMM_SM90_SWIGLU_KERNELS(W) GGEMM_SM90_SWIGLU_KERNELS_BF16(W) GGEMM_SM90_SWIGLU_KERNELS_FP16(W)
 
 // The short-K kernels (short_k_gemm.cuh): K-major weights, every output
 // dtype, token tiles of 8 to 32 (ptx/sm90/short_k_layout.h; at 64 the

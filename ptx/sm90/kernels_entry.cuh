@@ -13,6 +13,14 @@
     GroupedGemmSm90<E, O, TM, L, CL>::run(p);                                                 \
   }
 
+// The SwiGLU-only persistent kernels (kernel_table.h).
+#define GGEMM_SM90_DEFINE_SWIGLU_KERNEL(E, EN, O, ON, TM)                                                     \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                                       \
+      GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::Sm90GroupedParams p) {        \
+    using namespace ggemm::sm90;                                                                                 \
+    GroupedGemmSm90<E, O, TM, ggemm::WeightLayout::kKMajor, 1, true>::run(p);                                   \
+  }
+
 // Short-K kernels: up to kShortKMinBlocksPerSm CTAs an SM by registers (the
 // runtime sizes the grid by it, runtime/launch_grouped.cpp).
 #define GGEMM_SM90_DEFINE_SHORT_K_KERNEL(E, EN, O, ON, TM)                                                   \
