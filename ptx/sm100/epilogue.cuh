@@ -125,8 +125,7 @@ struct EpilogueSm100 {
     }
   }
 
-  // This thread's output column of a tile, and whether it is one (past N,
-  // or past the segment, it is not).
+  // Output column `col` of a view, at the tile's first token row.
   GGEMM_DEVICE static Out *column(const GroupedTile &tile, const OutputView &view, uint32_t col) {
     return reinterpret_cast<Out *>(view.base) + size_t(tile.row0) * view.ld + (col - view.col_offset);
   }
