@@ -2,7 +2,7 @@
 // One kernel family, the persistent tcgen05 kernel: its token tile and
 // swizzle from the shared rules (plan_common.cpp) or the config, cta_group 2
 // only when the config asks for it (no Blackwell GPU has measured the
-// difference), and every stage that fits.
+// difference) and never for gather or SwiGLU, and every stage that fits.
 #include <algorithm>
 
 #include "ptx/blocks/grouped_params.h"
@@ -14,16 +14,26 @@ namespace ggemm {
 
 StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &shape,
                                 const ggemm_config *config) {
-  // Not yet in the sm_100a kernels (TMA's gather4 and the same interleaved
-  // SwiGLU view are their counterparts): refused, never run wrong.
-  if (shape.gather || shape.epilogue == GGEMM_EPILOGUE_SWIGLU)
-    return error(GGEMM_STATUS_INVALID_VALUE, "%s is not yet implemented for sm_100a",
-                 shape.gather ? "gather on load (a_row_index)" : "the SwiGLU epilogue");
   const TileChoice tile = choose_tile(Arch::kSm100a, props, shape, config);
+  const bool swiglu = shape.epilogue == GGEMM_EPILOGUE_SWIGLU;
+  // Gather on load and the SwiGLU epilogue (compiled, never run on
+  // Blackwell hardware): cta_group 1 only. Not because a pair would break
+  // SwiGLU's interleave (each CTA's 128 rows are 8 whole octet pairs of
+  // the 5-D view, its own tensor-memory lanes, so the gate and up of a
+  // feature would still meet in one warp), but because the pair's loads
+  // complete on the leader's barrier, and neither the 5-D weight load nor
+  // the gather4 has that form written (ptx/sm100/producer.cuh); the pair
+  // kernels do not compile either path. Automatic plans never pick a pair.
+  if (tile.cta_group == 2 && (shape.gather || swiglu))
+    return error(GGEMM_STATUS_INVALID_CONFIG, "config->cta_group = 2: %s runs with cta_group 1 on sm_100a",
+                 shape.gather ? "gather on load (a_row_index)" : "the SwiGLU epilogue");
   KernelPlan p;
   GGEMM_ASSIGN_OR_RETURN(p, persistent_plan_of_tile(Arch::kSm100a, shape, tile));
-  // The epilogue reads tensor memory and stores to global memory directly, so
-  // shared memory holds only the pipeline and barriers: every stage that fits.
+  // SwiGLU loads whole octet-pair tiles (kSwigluOctet: 128 interleaved rows,
+  // zeros past I), as on sm_90a. Every tile_m: the epilogue reads tensor
+  // memory 8 columns at a time, so unlike sm_90a's registers nothing
+  // limits it; one K slice a stage, as every sm_100a stage is.
+  if (swiglu) p.weights_box_rows = kGroupedTileN;
   const uint32_t fit = sm100::max_stages(p.tile_m, p.swizzle_bytes, uint32_t(props.smem_optin), p.cluster_size);
   if (fit < 2) return refuse_fit(tile, shape, props, fit);
   p.stages = tile.stages;

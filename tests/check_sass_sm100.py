@@ -12,6 +12,19 @@ instructions as nvdisasm (CUDA 13) prints them, and for no local memory:
   tcgen05.dealloc                   -> UTCATOMSWS.AND
   local memory (spills, stack)      -> no LDL / STL, and LOCAL:0 STACK:0 in cuobjdump -res-usage
 
+and, in the grouped-GEMM kernels (ggemm_sm100_grouped_*), the MoE layer's
+parts by the kernels that compile them (ptx/sm100/grouped_gemm.cuh, kSwiglu
+and kGather):
+
+  gather on load (TMA .tile::gather4) -> UTMALDG.2D.GATHER4 in every cta_group 1
+                                       kernel, none in the pair (_cta2) kernels
+  SwiGLU epilogue                   -> UTMALDG.5D (the interleaved weights' 5-D view),
+                                       SHFL.BFLY (gate and up lanes 8 apart) and
+                                       MUFU.EX2 (silu's exp) in the cta_group 1,
+                                       K-major, 16-bit-output kernels; no UTMALDG.5D
+                                       in the others
+  row-scale epilogue                -> SHFL.IDX (the routing weights from registers)
+
 Usage:
   check_sass_sm100.py CUOBJDUMP FILE...
   check_sass_sm100.py CUOBJDUMP --table CXX KERNEL_TABLE_H FILE...
@@ -35,6 +48,27 @@ REQUIRED = [
     ("alloc", "tensor-memory alloc (tcgen05.alloc)", r"UTCATOMSWS(\.2CTA)?\.FIND_AND_SET\.ALIGN"),
     ("commit", "MMA completion to mbarrier (tcgen05.commit)", r"UTCBAR(\.[A-Z0-9_]+)*"),
     ("dealloc", "tensor-memory dealloc (tcgen05.dealloc)", r"UTCATOMSWS(\.2CTA)?\.AND"),
+]
+# The grouped-GEMM kernels' names: ggemm_sm100_grouped_<in>_<out>_<layout>_m<tile_m>[_cta2].
+GROUPED = re.compile(r"ggemm_sm100_grouped_(bf16|fp16)_(bf16|fp16|fp32)_(kmajor|mnmajor)_m(\d+)(_cta2)?")
+
+
+def pair(m):
+    return m.group(5) is not None
+
+
+def swiglu_kernel(m):
+    return not pair(m) and m.group(3) == "kmajor" and m.group(2) != "fp32"
+
+
+# (label, what, regex, which grouped kernels must have it, which must not).
+GROUPED_RULES = [
+    ("gather4", "TMA gather4 (gather on load)", r"UTMALDG\.2D\.GATHER4", lambda m: not pair(m), pair),
+    ("swiglu-load", "the SwiGLU weights' 5-D TMA load", r"UTMALDG\.5D", swiglu_kernel,
+     lambda m: not swiglu_kernel(m)),
+    ("swiglu-shfl", "the SwiGLU gate/up exchange (shfl.bfly)", r"SHFL\.BFLY", swiglu_kernel, None),
+    ("swiglu-exp", "silu's exponential (MUFU.EX2)", r"MUFU\.EX2", swiglu_kernel, None),
+    ("scale-shfl", "the row scales' broadcast (shfl.idx)", r"SHFL\.IDX", lambda m: True, None),
 ]
 OPCODE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P(?:\d|T)\s+)?([A-Z][A-Za-z0-9_.]*)", re.M)
 LOCAL_OPCODE = re.compile(r"(LDL|STL)(\..*)?")
@@ -115,6 +149,16 @@ def main():
                 if n == 0:
                     problems.append(f"no {what}")
                     lacking[what].append(name)
+            grouped = GROUPED.fullmatch(name)
+            if grouped:
+                for label, what, pattern, needed, forbidden in GROUPED_RULES:
+                    n = sum(1 for op in opcodes if re.fullmatch(pattern, op))
+                    if needed(grouped):
+                        counts.append(f"{n} {label}")
+                        if n == 0:
+                            problems.append(f"lacks {what}: {pattern}")
+                    elif forbidden and forbidden(grouped) and n:
+                        problems.append(f"{n} {what} where the kernel should not compile it: {pattern}")
             local = [op for op in opcodes if LOCAL_OPCODE.fullmatch(op)]
             if local:
                 problems.append(f"{len(local)} local-memory instructions ({', '.join(sorted(set(local)))}): "

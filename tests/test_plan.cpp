@@ -1346,6 +1346,72 @@ TEST(Sm100Plan, CtaGroup2OnRequest) {
   expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cta_group = 3"});
 }
 
+// Gather on load and the SwiGLU epilogue on sm_100a (kernels compiled and
+// SASS-checked, never run on Blackwell hardware): planned as any other call
+// but with cta_group 1 (the pair kernels compile neither path), every
+// tile_m up to 256 (sm_90a stops at 128, its registers; sm_100a's epilogue
+// reads tensor memory 8 columns at a time), and for SwiGLU whole 128-row
+// octet-pair weight boxes however narrow N is (the shared 5-D view).
+TEST(Sm100Plan, GatherAndSwigluRunWithCtaGroup1) {
+  struct Case {
+    bool gather, swiglu;
+  };
+  for (const Case &c : {Case{true, false}, Case{false, true}, Case{true, true}}) {
+    SCOPED_TRACE(::testing::Message() << (c.gather ? "gather " : "") << (c.swiglu ? "swiglu" : ""));
+    const auto call = [&](int64_t max_rows, int64_t n) {
+      CallShape s = shape(max_rows);
+      s.gather = c.gather;
+      if (c.swiglu) s.epilogue = GGEMM_EPILOGUE_SWIGLU;
+      s.n = n;
+      return s;
+    };
+    for (int64_t rows : {1, 20, 50, 200}) {
+      KernelPlan cfg;
+      ASSERT_EQ(sm100_plan(b200(), call(rows, 4096), nullptr, &cfg), GGEMM_STATUS_SUCCESS)
+          << ggemm_last_error_message();
+      EXPECT_EQ(cfg.cluster_size, 1u) << "rows " << rows;
+      EXPECT_EQ(cfg.tile_n, 128u);
+      EXPECT_EQ(cfg.weights_box_rows, 128u);
+      // The same tile as the plain call: neither changes the tile rules.
+      KernelPlan plain;
+      ASSERT_EQ(sm100_plan(b200(), shape(rows), nullptr, &plain), GGEMM_STATUS_SUCCESS);
+      EXPECT_EQ(cfg.tile_m, plain.tile_m) << "rows " << rows;
+      EXPECT_EQ(cfg.stages, sm100_expected_stages(cfg.tile_m, cfg.swizzle_bytes, 232448)) << "rows " << rows;
+      EXPECT_EQ(cfg.kernel->name, sm100_kernel_name(GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true, cfg.tile_m, 1));
+    }
+    // Groups of 256 rows: tile_m 256, which sm_90a refuses for these calls.
+    CallShape big = call(1024, 4096);
+    big.m = 64 * 256;
+    KernelPlan cfg;
+    ASSERT_EQ(sm100_plan(b200(), big, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    EXPECT_EQ(cfg.tile_m, 256u);
+    ggemm_config o = blank_config();
+    o.tile_m = 256;
+    ASSERT_EQ(sm100_plan(b200(), call(4096, 4096), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    EXPECT_EQ(cfg.tile_m, 256u);
+    // N narrower than a tile (I = 8 for SwiGLU): SwiGLU still loads the
+    // 128-row octet-pair box (zeros past I), a gather alone N rounded to 8.
+    ASSERT_EQ(sm100_plan(b200(), call(4096, 16), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    EXPECT_EQ(cfg.weights_box_rows, c.swiglu ? 128u : 16u);
+    // A pair is refused, naming the part.
+    o = blank_config();
+    o.cta_group = 2;
+    expect_refused_sm100(o, call(4096, 4096), GGEMM_STATUS_INVALID_CONFIG,
+                         {"config->cta_group = 2", c.gather ? "a_row_index" : "SwiGLU", "cta_group 1"});
+    o.cta_group = 1;
+    ASSERT_EQ(sm100_plan(b200(), call(4096, 4096), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    EXPECT_EQ(cfg.cluster_size, 1u);
+  }
+  // fp16 operands and outputs take the fp16 kernels.
+  CallShape h = shape();
+  h.a_dtype = h.c_dtype = GGEMM_DTYPE_FP16;
+  h.gather = true;
+  h.epilogue = GGEMM_EPILOGUE_SWIGLU;
+  KernelPlan cfg;
+  ASSERT_EQ(sm100_plan(b200(), h, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.kernel->name, sm100_kernel_name(GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP16, true, cfg.tile_m, 1));
+}
+
 TEST(Sm100Plan, RefusesWhatSm90Refuses) {
   // The override checks both architectures share, each with the field named.
   struct Case {

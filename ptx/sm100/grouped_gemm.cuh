@@ -3,7 +3,8 @@
 // warp roles, which live beside it: producer.cuh (tile walker, TMA
 // producer), mma.cuh (MMA issuer), epilogue.cuh (tensor memory to outputs). Written for the B200 and compiled for
 // sm_100a; NO PART OF IT HAS RUN ON BLACKWELL HARDWARE (none has been lent). What is checked instead: its SASS
-// (tests/check_sass_sm100.py --table: MMA, tensor-memory alloc and load, commit barrier, no local memory), its
+// (tests/check_sass_sm100.py --table: MMA, tensor-memory alloc and load, commit barrier, no local memory; the gather4
+// and SwiGLU instructions where compiled), its plans (tests/test_plan.cpp), its
 // descriptor encoders (unit tests against the PTX ISA tables), and its tile walk (the scheduler the sm_90a kernel runs
 // on the H200, simulated for whole launches on the CPU).
 //
@@ -14,7 +15,9 @@
 //
 //   warp 0     TMA producer: one thread loads weight and token tiles into a
 //              ring of `stages` buffers (full/empty mbarrier pairs; full
-//              completes by the TMA's transaction count).
+//              completes by the TMA's transaction count). Gathering
+//              (a_row_index), the whole warp: the token rows four at a time
+//              by TMA gather4 (producer.cuh, run_gather).
 //   warp 1     allocates tensor memory, and one thread issues tcgen05.mma
 //              from shared-memory descriptors into one of two fp32
 //              accumulators of tile_m columns; tcgen05.commit releases each
@@ -22,7 +25,8 @@
 //              full after a tile's last MMA.
 //   warps 2-5  epilogue, one per 32-lane quarter of tensor memory: thread =
 //              one weight row (output column); tcgen05.ld 8 token columns at
-//              a time, scale / add / route, store to global memory directly;
+//              a time, scale / add / route (SwiGLU: gate and up lanes 8
+//              apart meet by a shuffle), store to global memory directly;
 //              then release the accumulator, so the MMAs of the next tile
 //              run into the other buffer while this one drains.
 //   warp 6     one thread walks the tiles and hands each to the roles above
@@ -88,6 +92,16 @@ struct GroupedGemmSm100Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static_assert(kAccBuffers * TileM <= kTmemColumns && kTmemColumns <= 512, "both accumulators fit in tensor memory");
   static constexpr uint32_t kFeaturesPerBox = 64;  // MN-major weight boxes: 128 bytes of features
   static constexpr uint32_t kEpilogueThreads = 32 * kEpilogueWarps;
+  // The MoE layer's parts (never run on Blackwell hardware): the SwiGLU
+  // epilogue (16-bit outputs; its weights are K-major [E, 2I, K]) and gather
+  // on load, both without a pair: the runtime plans cta_group 1 for them
+  // (runtime/plan_sm100.cpp says why). Other kernels compile neither.
+  static constexpr bool kSwiglu = sizeof(OutT) == 2 && Layout == WeightLayout::kKMajor && CtaGroup == 1;
+  static constexpr bool kGather = CtaGroup == 1;
+  static constexpr int kGatherQuadsPerLane = (TileM + 127) / 128;  // gather4s per lane and stage
+  // The row-scale epilogue's routing weights: one register per 32 tokens
+  // (epilogue.cuh, RowScalesSm100).
+  static constexpr int kScaleWindows = (TileM + 31) / 32;
   // Who reads each handed-off tile (ptx/blocks/tile_handoff.h): the producer thread,
   // the MMA thread (only the pair's leader issues MMAs) and every epilogue
   // thread.
@@ -175,7 +189,10 @@ struct GroupedGemmSm100 {
     }
     // Checked mode: one warp of CTA 0 looks at the routing arrays before the
     // roles split (as on sm_90a).
+    // Gathering, one warp of every CTA checks its share of the source indices
+    // (as on sm_90a).
     if (p.device_status && blockIdx.x == 0 && warp == kFirstEpilogueWarp) check_routing_warp(p);
+    if (p.device_status && ProducerSm100<Cfg>::gathers(p) && warp == kFirstEpilogueWarp + 1) check_gather_warp(p);
     // The barriers' inits (and, for a pair, the peer's) are visible before
     // any TMA, commit or remote arrival can reach them.
     tcgen05_fence_before_thread_sync();
@@ -184,7 +201,7 @@ struct GroupedGemmSm100 {
     const uint32_t tmem_base = *tmem_slot;
 
     if (warp == kProducerWarp) {
-      if (ptx::elect_one_sync()) ProducerSm100<Cfg>::run(p, smem, layout, b, rank);
+      run_producer(p, smem, layout, b, rank);
     } else if (warp == kMmaWarp) {
       if (rank == 0 && ptx::elect_one_sync()) MmaIssuerSm100<Cfg>::run(p, smem, layout, b, tmem_base);
     } else if (warp == kWalkerWarp) {
@@ -203,6 +220,23 @@ struct GroupedGemmSm100 {
       tcgen05_fence_after_thread_sync();
       tcgen05_dealloc<CtaGroup>(tmem_base, Cfg::kTmemColumns);
     }
+  }
+
+  // Warp 0: the producer's one thread, or the whole warp when gathering.
+  GGEMM_DEVICE static void run_producer(const GroupedGemmParams &p, uint8_t *smem, const SmemLayout &layout,
+                                        const typename Cfg::Barriers &b, uint32_t rank) {
+    if constexpr (Cfg::kGather) {
+      if (ProducerSm100<Cfg>::gathers(p)) {
+        ProducerSm100<Cfg>::run_gather(p, smem, layout, b);
+        return;
+      }
+    } else if (p.a_row_index) {
+      // A pair kernel is never planned for a gather (runtime/plan_sm100.cpp);
+      // launched with one anyway, it fails loudly rather than reading the
+      // rows in order. (A bare trap: see EpilogueSm100::run.)
+      asm volatile("trap;");
+    }
+    if (ptx::elect_one_sync()) ProducerSm100<Cfg>::run(p, smem, layout, b, rank);
   }
 
   // All threads of the CTA, or of both CTAs of a pair.
