@@ -19,13 +19,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 from gpu_routing import DEV  # noqa: E402  (needs torch, so after the skip above)
-from moe_reference import reference  # noqa: E402
+from moe_reference import TOL, assert_layer, reference  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-# The project's bf16 / fp16 (rtol, atol) pairs (test_gpu_lora.TOL), for outputs
-# of magnitude about 1; here atol is scaled by the reference's RMS, since the
-# layer's output scale depends on the shape and the routing weights.
-TOL = {torch.bfloat16: (2e-2, 5e-2), torch.float16: (5e-3, 1e-2)}
 
 # (hidden, moe ffn, experts, top-k)
 SHAPES = {
@@ -67,14 +63,6 @@ def top_k_routing(tokens: int, experts: int, k: int):
     probs = torch.softmax(torch.randn(tokens, experts, device=DEV), dim=-1)
     w, ids = torch.topk(probs, k, dim=-1)
     return ids.to(torch.int32), (w / w.sum(-1, keepdim=True)).contiguous()
-
-
-def assert_layer(got, ref, what=""):
-    assert got.shape == ref.shape and got.dtype == ref.dtype, what
-    assert torch.isfinite(got).all(), f"{what}: non-finite values (rows left unwritten?)"
-    rtol, atol = TOL[ref.dtype]
-    rms = ref.float().pow(2).mean().sqrt().item() if ref.numel() else 0.0
-    torch.testing.assert_close(got.float(), ref.float(), rtol=rtol, atol=atol * rms, msg=lambda m: f"{what}: {m}")
 
 
 def poisoned(t, h, dtype):
