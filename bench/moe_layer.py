@@ -112,7 +112,8 @@ def torch_layer(x, w_gate_up, w_down, r: SortedRows):
     y = (y.float() * r.row_weight[:, None]).to(x.dtype)
     pairs = (x.new_empty if r.all_routed else x.new_zeros)(r.tokens * r.top_k, x.shape[1])
     pairs.index_copy_(0, r.pair_of_row, y)
-    return pairs.view(r.tokens, r.top_k, -1).sum(dim=1)
+    # H spelled out, not -1: with no tokens (a rank that received none) -1 would be ambiguous.
+    return pairs.view(r.tokens, r.top_k, x.shape[1]).sum(dim=1)
 
 
 class Problem:

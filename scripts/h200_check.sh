@@ -40,6 +40,12 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   # transformers' Qwen3-MoE and Mixtral blocks with their experts on ggemm, eager and compiled (SKIPPED without transformers).
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 480 python3 examples/python/hf_moe_block.py > "$out/hf_moe_block.log" 2>&1
   echo "transformers MoE block example rc=$?:"; grep -E "^Qwen|^Mixtral|^ +[0-9]+ |outputs:|compile|SKIPPED|FAILED|^OK" "$out/hf_moe_block.log"
+  # Expert parallelism with one rank (NCCL on this GPU; issue 34): the all-to-all exchange around
+  # ggemm.moe_ffn over DeepSeek-V3's 256 experts against the whole layer on one GPU. Check only,
+  # 512 tokens; 2 ranks need 2 GPUs (python/tests/test_gpu_expert_parallel.py skips them here).
+  GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 180 python3 examples/python/moe_expert_parallel.py \
+    --ranks 1 --tokens 512 --check-only > "$out/moe_expert_parallel.log" 2>&1
+  echo "expert-parallel example (1 rank) rc=$?: $(grep -E '^OK|FAILED|MISMATCH|error' "$out/moe_expert_parallel.log" | tr '\n' ' ')"
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 120 python3 bench/host_overhead.py > "$out/host_overhead.log" 2>&1
   echo "host time per Python call rc=$?:"; cat "$out/host_overhead.log"
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 900 python3 bench/compare_torch.py \
