@@ -49,6 +49,12 @@ import zlib
 # Finds a checkout's package and build/libggemm.so when ggemm is not installed.
 from example_common import REPO, compare, open_gpu
 
+try:
+    import torch  # noqa: F401  (the exchange, expert_parallel.py, is torch.distributed)
+except ImportError:
+    print("SKIPPED: PyTorch is not installed; this example runs torch.distributed (NCCL) around ggemm on GPUs")
+    sys.exit(0)
+
 import expert_parallel as ep
 import ggemm
 
