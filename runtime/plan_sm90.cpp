@@ -209,10 +209,12 @@ StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShap
   TileChoice tile = choose_tile(Arch::kSm90a, props, shape, config);
   // SwiGLU at tile_m 256 has kernels of its own (the _swiglu family); gather
   // and SwiGLU otherwise exist up to tile_m 128 (sm90::kMaxGatherSwigluTileM).
-  const bool swiglu_only_kernel = shape.epilogue == GGEMM_EPILOGUE_SWIGLU && !shape.gather && tile.cluster_m == 1 &&
-                                  tile.tile_m > sm90::kMaxGatherSwigluTileM &&
-                                  find_kernel(Arch::kSm90a, KernelFamily::kPersistentSwiglu, shape.a_dtype,
-                                              shape.c_dtype, true, tile.tile_m, 1) != nullptr;
+  const KernelEntry *swiglu_only_kernel =
+      shape.epilogue == GGEMM_EPILOGUE_SWIGLU && !shape.gather && tile.cluster_m == 1 &&
+              tile.tile_m > sm90::kMaxGatherSwigluTileM
+          ? find_kernel(Arch::kSm90a, KernelFamily::kPersistentSwiglu, shape.a_dtype, shape.c_dtype, true,
+                        tile.tile_m, 1)
+          : nullptr;
   if ((shape.gather || shape.epilogue == GGEMM_EPILOGUE_SWIGLU) && tile.tile_m > sm90::kMaxGatherSwigluTileM &&
       !swiglu_only_kernel) {
     if (config && config->tile_m != 0)
@@ -234,9 +236,7 @@ StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShap
                  shape.gather ? "gather on load (a_row_index)" : "the SwiGLU epilogue");
   KernelPlan p;
   GGEMM_ASSIGN_OR_RETURN(p, persistent_plan_of_tile(Arch::kSm90a, shape, tile));
-  if (swiglu_only_kernel)
-    p.kernel = find_kernel(Arch::kSm90a, KernelFamily::kPersistentSwiglu, shape.a_dtype, shape.c_dtype, true,
-                           tile.tile_m, 1);
+  if (swiglu_only_kernel) p.kernel = swiglu_only_kernel;
   // SwiGLU loads whole octet-pair tiles (kSwigluOctet: 128 interleaved rows,
   // zeros past I), multiplied by both warpgroups.
   if (swiglu) p.weights_box_rows = sm90::kTileN;

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "../instr/arch.h"
+#include "tile_scheduler.h"
 
 namespace ggemm {
 
@@ -46,8 +47,7 @@ GGEMM_HOST_DEVICE constexpr uint32_t active_count_faults(uint32_t usage_stats_ac
 template <typename Params>
 GGEMM_DEVICE void check_gather_warp(const Params &p) {
   const uint32_t lane = threadIdx.x % 32;
-  const uint32_t stated = p.usage_stats[1];
-  const uint32_t walked = stated < p.num_groups ? stated : p.num_groups;
+  const uint32_t walked = active_groups(p.usage_stats[1], p.num_groups);
   const uint32_t grouped = p.a_offsets[walked] < p.m ? p.a_offsets[walked] : p.m;
   uint32_t f = 0;
   for (uint32_t r = blockIdx.x * 32 + lane; r < grouped; r += gridDim.x * 32)

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "../blocks/out_convert.h"
 #include "../blocks/routing_check.h"
 #include "moe_params.h"
 
@@ -20,42 +21,21 @@ constexpr uint32_t kFaultIndexOutOfRange = 0x10u;
 
 #if defined(__CUDACC__)
 
-template <typename T>
-struct Vec8;  // eight elements of T widened to fp32, and back
-template <>
-struct Vec8<__nv_bfloat16> {
+// Eight 16-bit elements of a 16-byte vector, widened to fp32 and added to
+// acc, and back (OutConvert's two-at-a-time conversions: low half first).
+template <typename Y>
+struct Vec8 {
   GGEMM_DEVICE static void add(const uint4 &v, float *acc) {
-    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float2 f = __bfloat1622float2(h[i]);
+      const float2 f = OutConvert<Y>::unpack2(words[i]);
       acc[2 * i] += f.x, acc[2 * i + 1] += f.y;
     }
   }
   GGEMM_DEVICE static uint4 pack(const float *acc) {
-    uint4 v;
-    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
-    return v;
-  }
-};
-template <>
-struct Vec8<__half> {
-  GGEMM_DEVICE static void add(const uint4 &v, float *acc) {
-    const __half2 *h = reinterpret_cast<const __half2 *>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(h[i]);
-      acc[2 * i] += f.x, acc[2 * i + 1] += f.y;
-    }
-  }
-  GGEMM_DEVICE static uint4 pack(const float *acc) {
-    uint4 v;
-    __half2 *h = reinterpret_cast<__half2 *>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(acc[2 * i], acc[2 * i + 1]);
-    return v;
+    return make_uint4(OutConvert<Y>::pack2(acc[0], acc[1]), OutConvert<Y>::pack2(acc[2], acc[3]),
+                      OutConvert<Y>::pack2(acc[4], acc[5]), OutConvert<Y>::pack2(acc[6], acc[7]));
   }
 };
 
