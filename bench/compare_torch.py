@@ -228,7 +228,7 @@ def main():
                 row[f"ggemm_{mode}_us"] = timer(p.ggemm)
                 row[f"torch_{mode}_us"] = timer(p.torch)
             # The weights the routed experts must read, at the copy bandwidth's read half.
-            row["weight_floor_us"] = p.routed_experts * n * k * 2 / (bandwidth / 2) * 1e6
+            row["weight_floor_us"] = p.routed_experts * n * k * 2 / bandwidth * 1e6
             results.append(row)
             print(f"  {data:7s} {name:40s} cold {row['ggemm_cold_us']:9.1f} / {row['torch_cold_us']:9.1f} us   "
                   f"sustained {row['ggemm_sustained_us']:9.1f} / {row['torch_sustained_us']:9.1f} us", flush=True)

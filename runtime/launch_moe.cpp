@@ -19,6 +19,10 @@ constexpr int64_t kTargetChunks = 512;
 constexpr int64_t kMaxCountEntries = int64_t(1) << 23;
 // Experts one scatter CTA scans in phase A before the grid grows by a CTA.
 constexpr int64_t kExpertsPerScanCta = 64;
+// Experts up to which a one-chunk call routes in one CTA: its shared memory
+// holds 6 bytes an expert (24 KB at 4096), under the 48 KB a launch gets
+// without opting in.
+constexpr int64_t kOneCtaMaxExperts = 4096;
 
 size_t align_up(size_t v) { return (v + kMoeWorkspaceAlign - 1) / kMoeWorkspaceAlign * kMoeWorkspaceAlign; }
 
@@ -133,6 +137,11 @@ Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
   p.num_chunks = chunks.num_chunks;
 
   const uint32_t smem = route_counter_bytes(l.local_experts);
+  // One chunk (decode, small prefill): the whole sort in one CTA and one
+  // launch, its counts in shared memory (ptx/moe/route.cuh).
+  if (chunks.num_chunks <= 1 && l.local_experts <= kOneCtaMaxExperts)
+    return launch_kernel(dev, "ggemm_moe_route_one_cta", 1, kRouteThreads,
+                         smem + uint32_t(sizeof(uint32_t) * l.local_experts), false, &p, stream);
   // The count pass has one CTA even with no chunk: it zeroes the barrier.
   GGEMM_RETURN_IF_ERROR(launch_kernel(dev, "ggemm_moe_route_count", std::max<uint32_t>(chunks.num_chunks, 1),
                                       kRouteThreads, smem, false, &p, stream));

@@ -57,7 +57,8 @@ struct MoeRouteLaunch {
   void *workspace;           // route_scratch_layout(...).bytes, 16-byte aligned
   uint32_t *device_status;   // checked mode; null = off
 };
-// Two launches: the count pass, then the cooperative scan and scatter.
+// One launch when the slots make one chunk (the whole sort in one CTA), else
+// two: the count pass, then the cooperative scan and scatter.
 Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream);
 
 // One combine call; the arguments have passed validation and T > 0.

@@ -268,6 +268,16 @@ const RouteCase kRouteCases[] = {
     {"ExpertParallelMiddleRank", Pattern::kZipf, 2000, 8, 256, 96, 32},
     {"ExpertParallelLastRank", Pattern::kBalanced, 2000, 8, 256, 224, 32},
     {"TopK64", Pattern::kDuplicates, 100, 64, 8, 0, 8},
+    // One chunk (<= 2048 slots) takes the one-CTA path; these mirror the
+    // cases above that the two-launch path takes.
+    {"OneCtaZipf", Pattern::kZipf, 200, 8, 128, 0, 128},
+    {"OneCtaOneExpertFullChunk", Pattern::kOneExpert, 256, 8, 16, 0, 16},
+    {"OneCtaMinusOneSlots", Pattern::kMinusOne, 500, 4, 32, 0, 32},
+    {"OneCtaExperts384", Pattern::kZipf, 64, 8, 384, 0, 384},
+    {"OneCtaExpertParallelMiddleRank", Pattern::kZipf, 200, 8, 256, 96, 32},
+    {"OneCtaTopK64", Pattern::kDuplicates, 32, 64, 8, 0, 8},
+    {"OneCtaExperts4096", Pattern::kBalanced, 256, 8, 4096, 0, 4096},
+    {"TwoLaunchExperts8192", Pattern::kBalanced, 256, 8, 8192, 0, 8192},
     // Many chunks, and many chunks with many experts (the count matrix).
     {"ManyChunks", Pattern::kZipf, 200000, 8, 256, 0, 256},
     {"MaxGroupsExperts", Pattern::kBalanced, 50000, 8, GGEMM_MAX_GROUPS, 0, GGEMM_MAX_GROUPS},
@@ -297,12 +307,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuMoeRoute, ::testing::ValuesIn(kRouteCases), C
 
 // Hostile ids and weights: the same results as the reference (they act as
 // -1 / drop their slot), and checked mode reports both kinds.
-TEST(GpuMoeRouteChecked, HostileIdsAndWeightsAreReported) {
+// 3000 tokens take the two-launch path, 200 the one-CTA path.
+class GpuMoeRouteChecked : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(GpuMoeRouteChecked, HostileIdsAndWeightsAreReported) {
   GGEMM_REQUIRE_GPU(h);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);
-  const Routing rt = make_routing(Pattern::kHostile, 3000, 8, 64, rng);
+  const Routing rt = make_routing(Pattern::kHostile, GetParam(), 8, 64, rng);
   uint32_t want_faults = 0;
   const RouteResult want = reference_route(rt, 16, 32, &want_faults);
   ASSERT_EQ(want_faults, uint32_t(GGEMM_DEVICE_FAULT_ID_OUT_OF_RANGE | GGEMM_DEVICE_FAULT_WEIGHT_NOT_FINITE));
@@ -316,15 +329,17 @@ TEST(GpuMoeRouteChecked, HostileIdsAndWeightsAreReported) {
 }
 
 // Clean routing under checked mode writes nothing to the word.
-TEST(GpuMoeRouteChecked, CleanRoutingReportsNothing) {
+TEST_P(GpuMoeRouteChecked, CleanRoutingReportsNothing) {
   GGEMM_REQUIRE_GPU(h);
   Rng rng(fresh_seed());
-  const Routing rt = make_routing(Pattern::kMinusOne, 1000, 4, 16, rng);
+  const Routing rt = make_routing(Pattern::kMinusOne, GetParam(), 4, 16, rng);
   DeviceRoute d(rt, 0, 16);
   CheckedMode checked(h);
   GGEMM_OK(ggemm_moe_route(h, &d.args, nullptr));
   EXPECT_EQ(checked.bits(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Tokens, GpuMoeRouteChecked, ::testing::Values(int64_t(3000), int64_t(200)));
 
 // The same routing 20 times: bitwise the same outputs every time.
 TEST(GpuMoeRouteDeterminism, TwentyRunsBitwiseEqual) {
@@ -345,12 +360,15 @@ TEST(GpuMoeRouteDeterminism, TwentyRunsBitwiseEqual) {
 
 // Captured once, replayed with new ids and weights in the same buffers: each
 // replay matches the reference of its own routing.
-TEST(GpuMoeRouteGraph, ReplayWithNewRouting) {
+class GpuMoeRouteGraph : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(GpuMoeRouteGraph, ReplayWithNewRouting) {
   GGEMM_REQUIRE_GPU(h);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);
-  Routing rt = make_routing(Pattern::kBalanced, 3000, 8, 64, rng);
+  const int64_t tokens = GetParam();
+  Routing rt = make_routing(Pattern::kBalanced, tokens, 8, 64, rng);
   DeviceRoute d(rt, 0, 64);
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -362,7 +380,7 @@ TEST(GpuMoeRouteGraph, ReplayWithNewRouting) {
   cudaGraphExec_t exec;
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   for (Pattern p : {Pattern::kZipf, Pattern::kMinusOne, Pattern::kOneExpert}) {
-    rt = make_routing(p, 3000, 8, 64, rng);
+    rt = make_routing(p, tokens, 8, 64, rng);
     d.ids.upload(rt.ids.data());
     d.weights.upload(rt.weights.data());
     CUDA_OK(cudaGraphLaunch(exec, stream));
@@ -376,6 +394,8 @@ TEST(GpuMoeRouteGraph, ReplayWithNewRouting) {
   CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
 }
+
+INSTANTIATE_TEST_SUITE_P(Tokens, GpuMoeRouteGraph, ::testing::Values(int64_t(3000), int64_t(200)));
 
 // ---- combine ------------------------------------------------------------------------
 

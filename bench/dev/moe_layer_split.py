@@ -4,8 +4,6 @@ token counts. H200-only diagnostic (bench/dev/run.sh is not needed: run it
 with GGEMM_LIBRARY and PYTHONPATH set, as scripts/h200_check.sh runs the
 Python benchmarks)."""
 import argparse
-import collections
-
 import torch
 
 import ggemm
@@ -36,14 +34,19 @@ def split(model: str, tokens: int, reps: int) -> None:
         for _ in range(reps):
             ggemm.moe_ffn(x, w1, w2, ids, wts, out=out)
         torch.cuda.synchronize()
-    per = collections.OrderedDict()
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
-            per.setdefault(ev.name, []).append(ev.device_time)
-    total = sum(sum(v) for v in per.values()) / reps
+    # Kernels by their place in the layer (a name launched twice a layer,
+    # the two GEMMs, shows twice), from the CUDA events in start order.
+    events = sorted((ev for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA),
+                    key=lambda ev: ev.time_range.start)
+    per_layer = len(events) // reps
+    per = [[events[r * per_layer + i].name, 0.0] for i in range(per_layer)] if per_layer else []
+    for r in range(reps):
+        for i in range(per_layer):
+            per[i][1] += events[r * per_layer + i].device_time
+    total = sum(t for _, t in per) / reps
     print(f"{model} tokens {tokens}: kernels {total:.1f} us per layer")
-    for name, times in per.items():
-        print(f"    {sum(times) / reps:8.1f} us  x{len(times) // reps}  {name[:90]}")
+    for name, t in per:
+        print(f"    {t / reps:8.1f} us  {name[:90]}")
 
 
 def main() -> None:

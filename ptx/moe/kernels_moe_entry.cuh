@@ -6,6 +6,13 @@
 #include "combine.cuh"
 #include "route.cuh"
 
+// The whole routing in one CTA, for calls whose slots make one chunk; dynamic
+// shared memory holds the counters and a word per expert.
+extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
+    ggemm_moe_route_one_cta(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
+  ggemm::moe::route_one_cta(p);
+}
+
 // The count pass: one CTA per chunk; dynamic shared memory holds the
 // chunk's 16-bit counters, (local_experts + 1) / 2 words.
 extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads)

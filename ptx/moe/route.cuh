@@ -1,5 +1,11 @@
 // The MoE routing (ggemm_moe_route): a stable counting sort of the T * k
-// (token, slot) pairs by local expert, in two launches and no host sync.
+// (token, slot) pairs by local expert, with no host sync: one launch when
+// the slots make one chunk (decode and small prefill), else two.
+//
+//   one CTA (T * k <= one chunk): counts in shared memory, a scan of the
+//     experts' counts in shared memory, the scatter of phase C below; no
+//     scratch in global memory and no grid barrier (a cooperative grid's two
+//     barriers and scratch round trips cost ~6 us at one token).
 //
 //   count pass (one CTA per chunk of chunk_slots consecutive slots): each
 //     CTA counts its chunk's slots per local expert in shared memory and
@@ -85,12 +91,9 @@ GGEMM_DEVICE void grid_barrier(uint32_t *arrivals, uint32_t target) {
   __syncthreads();
 }
 
-// The count pass: CTA b counts chunk b.
-GGEMM_DEVICE void route_count(const MoeRouteParams &p) {
-  extern __shared__ uint32_t counters[];
-  if (blockIdx.x == 0 && threadIdx.x == 0) *p.grid_arrivals = 0;
-  const uint32_t chunk = blockIdx.x;
-  if (chunk >= p.num_chunks) return;  // T = 0: one CTA, for the barrier only
+// Counts chunk `chunk`'s slots per local expert into the shared counters
+// and reports checked mode's faults.
+GGEMM_DEVICE void count_chunk(const MoeRouteParams &p, uint32_t chunk, uint32_t *counters) {
   zero_counters(counters, p.local_experts);
   __syncthreads();
   const uint32_t first = chunk * p.chunk_slots;
@@ -103,8 +106,21 @@ GGEMM_DEVICE void route_count(const MoeRouteParams &p) {
   }
   report_faults(p.device_status, faults);
   __syncthreads();
+}
+
+GGEMM_DEVICE uint32_t counter_of(const uint32_t *counters, uint32_t expert) {
+  return (counters[expert / 2] >> counter_shift(expert)) & 0xffffu;
+}
+
+// The count pass: CTA b counts chunk b.
+GGEMM_DEVICE void route_count(const MoeRouteParams &p) {
+  extern __shared__ uint32_t counters[];
+  if (blockIdx.x == 0 && threadIdx.x == 0) *p.grid_arrivals = 0;
+  const uint32_t chunk = blockIdx.x;
+  if (chunk >= p.num_chunks) return;  // T = 0: one CTA, for the barrier only
+  count_chunk(p, chunk, counters);
   for (uint32_t e = threadIdx.x; e < p.local_experts; e += blockDim.x)
-    p.chunk_counts[size_t(e) * p.num_chunks + chunk] = (counters[e / 2] >> counter_shift(e)) & 0xffffu;
+    p.chunk_counts[size_t(e) * p.num_chunks + chunk] = counter_of(counters, e);
 }
 
 // The CTA's maximum of one value per thread (kRouteThreads); `scratch`
@@ -207,18 +223,20 @@ GGEMM_DEVICE RouteTotals read_totals(const MoeRouteParams &p) {
 
 // Phase B: CTA g's experts get their first sorted row and, when they have
 // rows, their group.
-GGEMM_DEVICE void place_experts(const MoeRouteParams &p, uint32_t e0, uint32_t e1, const RouteTotals &t,
-                                uint32_t *scratch) {
+// `expert_rows` holds each expert's rows (phase A's, in global memory, or
+// the one-CTA path's in shared memory) and gets its first sorted row.
+GGEMM_DEVICE void place_experts(const MoeRouteParams &p, uint32_t *expert_rows, uint32_t e0, uint32_t e1,
+                                const RouteTotals &t, uint32_t *scratch) {
   uint32_t rows_carried = t.rows_before, groups_carried = t.active_before;
   for (uint32_t b = e0; b < e1; b += blockDim.x) {
     const uint32_t e = b + threadIdx.x;
-    const uint32_t rows = e < e1 ? p.expert_rows[e] : 0;  // this CTA wrote them in phase A
+    const uint32_t rows = e < e1 ? expert_rows[e] : 0;  // this CTA wrote them
     uint32_t rows_sum, groups_sum;
     const uint32_t rows_before = cta_exclusive_scan(rows, scratch, &rows_sum);
     const uint32_t groups_before = cta_exclusive_scan(rows > 0 ? 1u : 0u, scratch, &groups_sum);
     if (e < e1) {
       const uint32_t first_row = rows_carried + rows_before;
-      p.expert_rows[e] = first_row;
+      expert_rows[e] = first_row;
       if (rows > 0) {
         p.a_offsets[groups_carried + groups_before] = first_row;
         p.expert_ids[groups_carried + groups_before] = int32_t(e);
@@ -248,8 +266,10 @@ GGEMM_DEVICE void fill_past_routed(const MoeRouteParams &p, const RouteTotals &t
   }
 }
 
-// Phase C: the slots of one chunk to their sorted rows.
-GGEMM_DEVICE void scatter_chunk(const MoeRouteParams &p, uint32_t chunk, uint32_t *counters) {
+// Phase C: the slots of one chunk to their sorted rows; `chunk_base(e)` is
+// expert e's first sorted row for this chunk.
+template <class ChunkBase>
+GGEMM_DEVICE void scatter_chunk(const MoeRouteParams &p, uint32_t chunk, uint32_t *counters, ChunkBase chunk_base) {
   __shared__ uint32_t group_expert[kRouteWarps][32];  // per warp, at each group's leader lane
   __shared__ uint32_t group_size[kRouteWarps][32];
   __shared__ uint32_t group_base[kRouteWarps][32];
@@ -284,8 +304,7 @@ GGEMM_DEVICE void scatter_chunk(const MoeRouteParams &p, uint32_t chunk, uint32_
     }
     __syncthreads();
     if (e != kNoExpert) {
-      const uint32_t row = p.expert_rows[e] + p.chunk_counts[size_t(e) * p.num_chunks + chunk] +
-                           group_base[warp][leader] + rank_in_warp;
+      const uint32_t row = chunk_base(e) + group_base[warp][leader] + rank_in_warp;
       p.row_token[row] = int32_t(s / p.top_k);
       p.row_slot[row] = int32_t(s);
       p.row_weight[row] = w;
@@ -304,10 +323,39 @@ GGEMM_DEVICE void route_scatter(const MoeRouteParams &p) {
   scan_expert_chunks(p, e0, e1, scratch);
   grid_barrier(p.grid_arrivals, gridDim.x);
   const RouteTotals t = read_totals(p);
-  place_experts(p, e0, e1, t, scratch);
+  place_experts(p, p.expert_rows, e0, e1, t, scratch);
   fill_past_routed(p, t);
   grid_barrier(p.grid_arrivals, 2 * gridDim.x);
-  for (uint32_t chunk = blockIdx.x; chunk < p.num_chunks; chunk += gridDim.x) scatter_chunk(p, chunk, counters);
+  for (uint32_t chunk = blockIdx.x; chunk < p.num_chunks; chunk += gridDim.x) {
+    scatter_chunk(p, chunk, counters, [&](uint32_t e) {
+      return p.expert_rows[e] + p.chunk_counts[size_t(e) * p.num_chunks + chunk];
+    });
+  }
+}
+
+// The whole routing in one CTA when the slots make at most one chunk.
+// Dynamic shared memory: the counters, (local_experts + 1) / 2 words, then
+// one word per expert (its rows, then its first sorted row).
+GGEMM_DEVICE void route_one_cta(const MoeRouteParams &p) {
+  extern __shared__ uint32_t counters[];
+  __shared__ uint32_t scratch[kRouteWarps];
+  uint32_t *expert_rows = counters + (p.local_experts + 1) / 2;
+  count_chunk(p, 0, counters);  // T = 0: no slot, every counter 0
+  uint32_t rows = 0, active = 0, most = 0;
+  for (uint32_t e = threadIdx.x; e < p.local_experts; e += blockDim.x) {
+    const uint32_t c = counter_of(counters, e);
+    expert_rows[e] = c;
+    rows += c;
+    active += c > 0;
+    most = max(most, c);
+  }
+  RouteTotals t{0, 0, 0, 0, 0};
+  cta_exclusive_scan(rows, scratch, &t.rows);  // its barriers also publish expert_rows
+  cta_exclusive_scan(active, scratch, &t.active);
+  t.most = cta_max(most, scratch);
+  place_experts(p, expert_rows, 0, p.local_experts, t, scratch);
+  fill_past_routed(p, t);
+  scatter_chunk(p, 0, counters, [&](uint32_t e) { return expert_rows[e]; });  // starts with a barrier
 }
 
 #endif  // __CUDACC__
