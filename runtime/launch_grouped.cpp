@@ -236,12 +236,17 @@ Status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   lc.blockDimY = lc.blockDimZ = 1;
   lc.sharedMemBytes = k.smem_bytes;
   lc.hStream = stream;
-  CUlaunchAttribute cluster{};
-  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim.x = k.cluster_size;
-  cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
-  lc.attrs = k.cluster_size > 1 ? &cluster : nullptr;
-  lc.numAttrs = k.cluster_size > 1 ? 1 : 0;
+  // Programmatic dependent launch (every kernel waits for the stream's
+  // earlier work before it touches global memory: ptx/instr/grid_dependency.h),
+  // and the cluster when there is one.
+  CUlaunchAttribute attrs[2]{};
+  attrs[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attrs[0].value.programmaticStreamSerializationAllowed = 1;
+  attrs[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attrs[1].value.clusterDim.x = k.cluster_size;
+  attrs[1].value.clusterDim.y = attrs[1].value.clusterDim.z = 1;
+  lc.attrs = attrs;
+  lc.numAttrs = k.cluster_size > 1 ? 2 : 1;
   Device::ScopedContext ctx(dev);
   GGEMM_RETURN_IF_ERROR(ctx.status());
 
@@ -252,7 +257,10 @@ Status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   if (k.cluster_size > 1) {
     lc.gridDimX = uint32_t(int64_t(dev.props().sm_count) * k.ctas_per_sm / k.cluster_size * k.cluster_size);
     int resident = 0;
-    GGEMM_CU(drv, cuOccupancyMaxActiveClusters(&resident, function, &lc));
+    CUlaunchConfig cluster_only = lc;  // the occupancy query asks about the cluster alone
+    cluster_only.attrs = &attrs[1];
+    cluster_only.numAttrs = 1;
+    GGEMM_CU(drv, cuOccupancyMaxActiveClusters(&resident, function, &cluster_only));
     if (resident > 0) clusters = std::min<int64_t>(clusters, resident);
   }
   const int64_t grid = clusters * k.cluster_size;

@@ -53,12 +53,19 @@ Status launch_kernel(Device &dev, const char *name, uint32_t grid, uint32_t thre
   lc.sharedMemBytes = smem_bytes;
   lc.hStream = stream;
   // Cooperative: the driver guarantees every CTA is resident at once (the
-  // scatter pass's CTAs wait for each other), or refuses the launch.
-  CUlaunchAttribute coop{};
-  coop.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-  coop.value.cooperative = 1;
-  lc.attrs = cooperative ? &coop : nullptr;
-  lc.numAttrs = cooperative ? 1 : 0;
+  // scatter pass's CTAs wait for each other), or refuses the launch; it
+  // starts after the kernel before it, as a plain launch does. The others
+  // are programmatic dependent launches (ptx/instr/grid_dependency.h).
+  CUlaunchAttribute attr{};
+  if (cooperative) {
+    attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr.value.cooperative = 1;
+  } else {
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+  }
+  lc.attrs = &attr;
+  lc.numAttrs = 1;
   Device::ScopedContext ctx(dev);
   GGEMM_RETURN_IF_ERROR(ctx.status());
   void *args[] = {params};

@@ -647,6 +647,57 @@ TEST(GroupedMatmulGpuGraph, ReplayWithNewDeviceCounts) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
+// Back-to-back calls where each reads what the one before it wrote (the
+// second call's A is the first's C, the first's C poisoned just before it):
+// every launch is a programmatic dependent launch, so this fails if a kernel
+// read global memory before waiting for the stream's earlier work. Both the
+// persistent kernel (K 256) and the short-K kernel (K 64, decode rows).
+TEST(GroupedMatmulGpuChained, EachCallSeesThePreviousOutput) {
+  GGEMM_REQUIRE_GPU(handle);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const std::vector<int64_t> &rows : {std::vector<int64_t>{300, 0, 129, 40}, std::vector<int64_t>{1, 2, 0, 3}}) {
+    for (int64_t k1 : {int64_t(256), int64_t(64)}) {
+      Case c1{"first"};
+      c1.rows = rows;
+      c1.k = k1;
+      c1.n = 64;  // the second call's K: the short-K kernel takes small rows
+      c1.unowned_rows = 0;
+      Case c2 = c1;
+      c2.name = "second";
+      c2.k = c1.n;
+      c2.n = 192;
+      Problem p1(c1, rng), p2(c2, rng);
+      ASSERT_NO_FATAL_FAILURE(upload(p1));
+      ASSERT_NO_FATAL_FAILURE(upload(p2));
+      ggemm_grouped_matmul_args first = p1.args(true, nullptr), second = p2.args(true, nullptr);
+      second.a = p1.d_c.get();
+      for (int round = 0; round < 4; ++round) {
+        CUDA_OK(cudaMemsetAsync(p1.d_c.get(), 0xff, p1.c_init.size(), stream));  // NaN until the first call writes
+        CUDA_OK(cudaMemsetAsync(p2.d_c.get(), 0xff, p2.c_init.size(), stream));
+        GGEMM_OK(ggemm_grouped_matmul(handle, &first, stream));
+        GGEMM_OK(ggemm_grouped_matmul(handle, &second, stream));
+      }
+      std::vector<uint8_t> got1(p1.c_init.size()), got2(p2.c_init.size());
+      CUDA_OK(cudaMemcpyAsync(got1.data(), p1.d_c.get(), got1.size(), cudaMemcpyDeviceToHost, stream));
+      CUDA_OK(cudaMemcpyAsync(got2.data(), p2.d_c.get(), got2.size(), cudaMemcpyDeviceToHost, stream));
+      CUDA_OK(cudaStreamSynchronize(stream));
+      SCOPED_TRACE("k1 " + std::to_string(k1) + ", first group rows " + std::to_string(rows[0]));
+      const std::vector<uint8_t> want1 = reference_output(p1);
+      EXPECT_TRUE(compare_matrix(c1.out, want1.data(), got1.data(), p1.m, c1.n, default_atol(c1.out, c1.k),
+                                 default_rtol(c1.out)));
+      p2.a = got1;  // the second call's reference reads what the first wrote
+      const std::vector<uint8_t> want2 = reference_output(p2);
+      EXPECT_TRUE(compare_matrix(c2.out, want2.data(), got2.data(), p2.m, c2.n, default_atol(c2.out, c2.k),
+                                 default_rtol(c2.out)));
+    }
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
 // Malformed device-side routing arrays (what the host cannot check without a
 // synchronisation): the kernel must compute what the reference's clamping
 // rules say, write nothing outside C (guard bands of poison on both sides),

@@ -1,9 +1,12 @@
 """Where the MoE layer's time goes: ggemm.moe_ffn's kernels one by one
 (torch.profiler's CUDA times, back to back, warm), for a few models and
-token counts. H200-only diagnostic (bench/dev/run.sh is not needed: run it
+token counts. The kernels are programmatic dependent launches: each starts
+while the one before it drains and waits for it, so a kernel's time here
+includes that wait (the layer's time is bench/moe_layer.py's). H200-only diagnostic (bench/dev/run.sh is not needed: run it
 with GGEMM_LIBRARY and PYTHONPATH set, as scripts/h200_check.sh runs the
 Python benchmarks)."""
 import argparse
+
 import torch
 
 import ggemm
@@ -34,19 +37,18 @@ def split(model: str, tokens: int, reps: int) -> None:
         for _ in range(reps):
             ggemm.moe_ffn(x, w1, w2, ids, wts, out=out)
         torch.cuda.synchronize()
-    # Kernels by their place in the layer (a name launched twice a layer,
-    # the two GEMMs, shows twice), from the CUDA events in start order.
-    events = sorted((ev for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA),
-                    key=lambda ev: ev.time_range.start)
-    per_layer = len(events) // reps
-    per = [[events[r * per_layer + i].name, 0.0] for i in range(per_layer)] if per_layer else []
-    for r in range(reps):
-        for i in range(per_layer):
-            per[i][1] += events[r * per_layer + i].device_time
-    total = sum(t for _, t in per) / reps
+    # A name launched more than once a layer (the two GEMMs) shows once per
+    # launch, in launch order.
+    per = {}
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            per.setdefault(ev.name, []).append(ev.device_time)
+    total = sum(sum(v) for v in per.values()) / reps
     print(f"{model} tokens {tokens}: kernels {total:.1f} us per layer")
-    for name, t in per:
-        print(f"    {t / reps:8.1f} us  {name[:90]}")
+    for name, times in per.items():
+        launches = max(1, len(times) // reps)
+        for i in range(launches):
+            print(f"    {sum(times[i::launches]) / reps:8.1f} us  #{i + 1}  {name[:90]}")
 
 
 def main() -> None:

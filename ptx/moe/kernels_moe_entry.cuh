@@ -3,13 +3,21 @@
 // C++ (no tensor cores): the same source for sm_90a and sm_100a. The
 // runtime launches them by these names (runtime/launch_moe.cpp).
 #pragma once
+#include "../instr/grid_dependency.h"
 #include "combine.cuh"
 #include "route.cuh"
+
+// Every entry first lets the stream's next kernel be placed, then waits for
+// the earlier ones (ptx/instr/grid_dependency.h).
+#define GGEMM_MOE_KERNEL_PROLOGUE()       \
+  ggemm::ptx::launch_dependent_grids(); \
+  ggemm::ptx::wait_prior_grids()
 
 // The whole routing in one CTA, for calls whose slots make one chunk; dynamic
 // shared memory holds the counters and a word per expert.
 extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
     ggemm_moe_route_one_cta(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
+  GGEMM_MOE_KERNEL_PROLOGUE();
   ggemm::moe::route_one_cta(p);
 }
 
@@ -17,6 +25,7 @@ extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
 // chunk's 16-bit counters, (local_experts + 1) / 2 words.
 extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads)
     ggemm_moe_route_count(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
+  GGEMM_MOE_KERNEL_PROLOGUE();
   ggemm::moe::route_count(p);
 }
 
@@ -24,12 +33,14 @@ extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads)
 // grid barriers), one CTA per SM.
 extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
     ggemm_moe_route_scatter(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
+  GGEMM_MOE_KERNEL_PROLOGUE();
   ggemm::moe::route_scatter(p);
 }
 
 #define GGEMM_MOE_DEFINE_COMBINE(Y, YN, OUT, ON)                                              \
   extern "C" __global__ void __launch_bounds__(ggemm::moe::kCombineThreads)                   \
       ggemm_moe_combine_##YN##_##ON(const __grid_constant__ ggemm::moe::MoeCombineParams p) { \
+    GGEMM_MOE_KERNEL_PROLOGUE();                                                              \
     ggemm::moe::combine<Y, OUT>(p);                                                           \
   }
 GGEMM_MOE_DEFINE_COMBINE(__nv_bfloat16, bf16, __nv_bfloat16, bf16)

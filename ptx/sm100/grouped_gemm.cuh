@@ -54,6 +54,7 @@
 #include "../instr/cluster.h"
 #include "../instr/elect.h"
 #include "../instr/fence.h"
+#include "../instr/grid_dependency.h"
 #include "../instr/mbarrier.h"
 #include "../instr/sm100/tcgen05.h"
 #include "../instr/sm100/umma_desc.h"
@@ -161,9 +162,7 @@ struct GroupedGemmSm100 {
     const uint32_t warp = threadIdx.x / 32;
     const uint32_t rank = CtaGroup == 2 ? ptx::cluster_ctarank() : 0;
 
-    // First of all: small operands on their way into L2, as on sm_90a (the
-    // walker's warp has nothing else to do before the roles split).
-    if (threadIdx.x == kWalkerWarp * 32) ptx::prefetch_small_operands(p);
+    ptx::launch_dependent_grids();
     if (threadIdx.x == 0) {
       for (uint32_t s = 0; s < p.stages; ++s) {
         ptx::mbarrier_init(&b.full[s], 1);   // the producer's expect_tx
@@ -176,13 +175,17 @@ struct GroupedGemmSm100 {
       TileHandoff::init(Cfg::handoff_region(), Cfg::tile_receivers(rank));
       ptx::fence_mbarrier_init();
     }
-    if (warp == 1) {
-      ptx::prefetch_routing(p, threadIdx.x % 32);
-      if (threadIdx.x == 32) {
-        ptx::prefetch_tensormap(&p.tmap_tokens);
-        ptx::prefetch_tensormap(&p.tmap_weights);
-      }
+    if (threadIdx.x == 32) {  // kernel parameters: no other kernel writes them
+      ptx::prefetch_tensormap(&p.tmap_tokens);
+      ptx::prefetch_tensormap(&p.tmap_weights);
     }
+    // From here on the stream's earlier kernels are done (as on sm_90a,
+    // ptx/instr/grid_dependency.h).
+    ptx::wait_prior_grids();
+    // Small operands on their way into L2, as on sm_90a (the walker's warp
+    // has nothing else to do before the roles split), the routing into L1.
+    if (threadIdx.x == kWalkerWarp * 32) ptx::prefetch_small_operands(p);
+    if (warp == 1) ptx::prefetch_routing(p, threadIdx.x % 32);
     if (warp == kMmaWarp) {  // with cta_group 2, this warp in both CTAs, together
       tcgen05_alloc<CtaGroup>(tmem_slot, Cfg::kTmemColumns);
       tcgen05_relinquish_alloc_permit<CtaGroup>();

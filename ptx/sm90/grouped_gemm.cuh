@@ -49,6 +49,7 @@
 #include "../blocks/l2_prefetch.h"
 #include "../blocks/routing_check.h"
 #include "../blocks/routing_prefetch.h"
+#include "../instr/grid_dependency.h"
 #include "../blocks/tile_handoff.h"
 #include "../blocks/tile_scheduler.h"
 #include "../blocks/trace.h"
@@ -171,9 +172,7 @@ struct GroupedGemmSm90 {
     uint64_t *c_empty = c_full + kMaxStagingBuffers;  // [kMaxStagingBuffers]: slot's store has read it
 
     const uint32_t warpgroup = threadIdx.x / 128;
-    // First of all: small operands on their way into L2 (warp 3 has nothing
-    // else to do before the roles split).
-    if (threadIdx.x == 96) ptx::prefetch_small_operands(p);
+    ptx::launch_dependent_grids();
     if (threadIdx.x == 0) {
       for (uint32_t s = 0; s < p.stages; ++s) {
         ptx::mbarrier_init(&full[s], 1);                              // the producer's expect_tx
@@ -190,19 +189,23 @@ struct GroupedGemmSm90 {
       TileHandoff::init(Cfg::handoff_region(), 1 + Cfg::consumers(p) * 128 + (gathers(p) ? 1 : 0));
       ptx::fence_mbarrier_init();
     }
-    if (threadIdx.x / 32 == 1) {
-      ptx::prefetch_routing(p, threadIdx.x % 32);
-      if (threadIdx.x == 32) {
-        ptx::prefetch_tensormap(&p.tmap_tokens);
-        if (Cfg::narrow_token_boxes(p)) {
+    if (threadIdx.x == 32) {  // the tensor maps are kernel parameters: no other kernel writes them
+      ptx::prefetch_tensormap(&p.tmap_tokens);
+      if (Cfg::narrow_token_boxes(p)) {
 #pragma unroll
-          for (uint32_t i = 0; i < kNarrowTokenMaps; ++i)
-            if (narrow_token_map_exists(i, TileM)) ptx::prefetch_tensormap(&p.tmap_tokens_narrow[i]);
-        }
-        ptx::prefetch_tensormap(&p.tmap_weights);
-        for (int v = 0; v < 3; ++v) ptx::prefetch_tensormap(&p.tmap_out[v]);
+        for (uint32_t i = 0; i < kNarrowTokenMaps; ++i)
+          if (narrow_token_map_exists(i, TileM)) ptx::prefetch_tensormap(&p.tmap_tokens_narrow[i]);
       }
+      ptx::prefetch_tensormap(&p.tmap_weights);
+      for (int v = 0; v < 3; ++v) ptx::prefetch_tensormap(&p.tmap_out[v]);
     }
+    // Up to here nothing touched global memory; from here on the stream's
+    // earlier kernels are done (ptx/instr/grid_dependency.h).
+    ptx::wait_prior_grids();
+    // Small operands on their way into L2 (warp 3 has nothing else to do
+    // before the roles split), the routing arrays into L1.
+    if (threadIdx.x == 96) ptx::prefetch_small_operands(p);
+    if (threadIdx.x / 32 == 1) ptx::prefetch_routing(p, threadIdx.x % 32);
     // Checked mode: one warp of CTA 0 looks at the routing arrays before the
     // roles split (after it, the producer's 40 registers have no room, and
     // in a consumer the extra code costs ptxas registers the accumulators

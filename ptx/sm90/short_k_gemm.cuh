@@ -52,6 +52,7 @@
 #include "../instr/cluster.h"
 #include "../instr/cp_async.h"
 #include "../instr/fence.h"
+#include "../instr/grid_dependency.h"
 #include "../instr/ldmatrix.h"
 #include "../instr/mbarrier.h"
 #include "../instr/mma_sync.h"
@@ -90,6 +91,8 @@ struct ShortKGroupedGemmSm90 {
       }
       ptx::cluster_arrive_relaxed();
     }
+    ptx::launch_dependent_grids();
+    ptx::wait_prior_grids();  // the stream's earlier kernels are done (ptx/instr/grid_dependency.h)
     // Checked mode: one warp of CTA 0 looks at the routing arrays first.
     if (p.device_status && blockIdx.x == 0 && threadIdx.x < 32) check_routing_warp(p);
     // Every thread walks the tiles (from the routing table in shared

@@ -1,0 +1,27 @@
+// Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90+). Every
+// ggemm launch asks the driver to let it start before the kernel ahead of it
+// in the stream has finished (runtime: CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_
+// STREAM_SERIALIZATION), so its CTAs are placed and its prologue (barrier
+// inits, descriptor prefetches) runs while that kernel drains. In exchange
+// every kernel waits, in every thread, before its first access to global
+// memory that another kernel may write or read: then each kernel still sees
+// all of the stream's earlier work, as without the attribute (a kernel
+// completes only after its own wait, so the order is transitive).
+#pragma once
+#include "arch.h"
+
+#if defined(__CUDACC__)
+namespace ggemm::ptx {
+
+// Blocks until the grids this one depends on have completed and their
+// memory operations are visible; returns at once when launched without the
+// attribute.
+GGEMM_DEVICE void wait_prior_grids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// Lets the stream's next kernel be scheduled once every CTA of this grid has
+// called it (or exited). Called at entry: a CTA that calls it is resident, so
+// the next kernel's waiting CTAs never hold an SM this grid still needs.
+GGEMM_DEVICE void launch_dependent_grids() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+
+}  // namespace ggemm::ptx
+#endif
