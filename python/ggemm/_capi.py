@@ -144,6 +144,7 @@ class GroupedMatmulArgs(_ArgsStruct):
         ("config", POINTER(Config)),
         ("a_row_index", c_void_p),  # const int32_t *, NULL = no gather
         ("a_rows", c_int64),
+        ("group_ends", c_void_p),  # const uint32_t *: torch's offs in place of a_offsets (NULL = a_offsets)
     ]
 
 
