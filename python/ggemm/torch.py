@@ -28,9 +28,10 @@ host time of a call low; the checks the C library makes (ranges, alignment,
 multiples of 8) are left to it, so its message is the one raised. They are
 registered with torch.library.Library (schema, CUDA kernel, fake), not
 torch.library.custom_op, whose Python wrappers around each call (autograd,
-version counters, an aliasing check) cost ~4x the whole call: the CUDA kernels
-bump the version counters of what they write themselves, and the ops with no
-gradient raise on backward as custom_op's would.
+version counters, an aliasing check) cost several times the call itself
+(docs/performance.md): the CUDA kernels bump the version counters of what
+they write themselves, and the ops with no gradient raise on backward as
+custom_op's would.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ _OUTPUT = {torch.bfloat16: Dtype.BF16, torch.float16: Dtype.FP16, torch.float32:
 _INDEX = (torch.int32, torch.uint32)
 
 
-# ---- the fast path: torch tensors straight into the C structs -----------------
+# ---- torch tensors straight into the C structs (grouped_matmul's: _torch_args) ----
 
 
 def _need(t: Tensor, name: str, ndim: int, dtypes, device: int) -> None:
@@ -177,7 +178,7 @@ def _lora_expand_impl(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_st
 # One library fragment holds every registration of the namespace; the
 # registrations last as long as it does (the module's lifetime).
 _LIB = torch.library.Library("ggemm", "FRAGMENT")
-_bump_versions = torch._C._increment_version  # what in-place torch ops do to what they write
+_bump_version = torch.autograd.graph.increment_version  # what in-place torch ops do to what they write
 
 
 def _define(name: str, schema: str, kernel, fake) -> None:
@@ -201,20 +202,21 @@ def _no_gradient(name: str) -> None:
 
 def _grouped_matmul_kernel(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=True, epilogue="store",
                            row_scale=None, max_rows_per_group=0, a_row_index=None) -> None:
-    _bump_versions((out,))
+    _bump_version(out)
     _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue, row_scale,
                          max_rows_per_group, a_row_index)
 
 
 def _lora_shrink_kernel(x, lora_a, p, a_offsets, adapter_ids, usage_stats, scale=1.0, accumulate=False,
                         max_rows_per_group=0) -> None:
-    _bump_versions((p,))
+    _bump_version(p)
     _lora_shrink_impl(x, lora_a, p, a_offsets, adapter_ids, usage_stats, scale, accumulate, max_rows_per_group)
 
 
 def _lora_expand_kernel(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale=1.0, accumulate=False,
                         max_rows_per_group=0) -> None:
-    _bump_versions((q_out, kv_out))
+    _bump_version(q_out)
+    _bump_version(kv_out)
     _lora_expand_impl(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale, accumulate,
                       max_rows_per_group)
 
