@@ -10,11 +10,14 @@ GPU keeps up: each kernel takes a few microseconds). Rows, each the median
 of 5 loops:
   torch.matmul                       a plain PyTorch op, for scale
   torch._grouped_mm                  the drop-in's anchor
-  ggemm.torch.grouped_mm             the drop-in (torch's signature; one pad kernel + the ggemm call)
-  torch.ops.ggemm.grouped_matmul     the custom op (torch tensors straight into the C struct)
-  ggemm.grouped_matmul               the framework-neutral call (any CUDA array type)
-and the split of the last one: resolving the stream, building the argument
-struct, the C call.
+  ggemm.torch.grouped_mm             the drop-in (torch's signature; torch's offs passed as group_ends)
+  torch.ops.ggemm.grouped_matmul     the operator (torch.library dispatch, then the fast path)
+  ggemm.grouped_matmul               the framework-neutral call; torch tensors take the fast path
+and the split of the last one: the fast path's checks and struct (the C call
+left out), the C call alone (ctypes, the struct by address: the library's
+checks, plan, tensor maps and launch), and for comparison the general path
+that other array types take (TensorInfo descriptions, a ctypes struct built
+field by field, its C call).
 """
 import argparse
 import statistics
@@ -24,7 +27,7 @@ import torch
 
 import ggemm
 import ggemm.torch as gt
-from ggemm import _core
+from ggemm import _core, _torch_args
 
 E, ROWS, N, K = 8, 8, 128, 128
 
@@ -71,19 +74,36 @@ def main():
         "ggemm.grouped_matmul": lambda: ggemm.grouped_matmul(x, w, out, offsets, ids, usage),
     }
     tensors = (x, w, out, offsets, ids, usage)
-    stream = _core.resolve_stream(None, tensors)
-    built = _core._build_args(*tensors, stream=stream)
-    handle = _core.default_handle(0)
+    # The fast path without its C call, and the C call alone on the struct
+    # the fast path packed (this thread's).
+    fast = _torch_args.grouped_matmul
+    real_call = _torch_args._call
+
+    def checks_and_struct():
+        _torch_args._call = lambda address, device, stream, handle: True
+        try:
+            return fast(*tensors)
+        finally:
+            _torch_args._call = real_call
+
+    assert fast(*tensors), "the torch fast path did not take the benchmark's call"
+    handle_ptr, fn = _torch_args._default_entry(0)
+    address = _torch_args._mine.address
+    stream = torch._C._cuda_getCurrentRawStream(0)
+    built = _core._build_args(*tensors, stream=stream)  # the general path's struct
     split = {
+        "  checks and struct (fast path)": checks_and_struct,
+        "  the C call (ctypes, by address)": lambda: fn(handle_ptr, address, stream),
+        "general path (other array types)": lambda: _core._grouped_matmul_general(*tensors),
         "  resolve_stream": lambda: _core.resolve_stream(None, tensors),
         "  _build_args": lambda: _core._build_args(*tensors, stream=stream),
-        "  the C call (ctypes)": lambda: _core._launch("ggemm_grouped_matmul", built, stream, handle),
+        "  its C call (ctypes)": lambda: _core._launch("ggemm_grouped_matmul", built, stream, None),
     }
     print(f"host time per call, median of 5 loops of {args.calls} calls "
           f"({torch.cuda.get_device_name()}, torch {torch.__version__})")
     results = {}
-    for name, fn in {**rows, **split}.items():
-        results[name] = per_call_us(fn, args.calls)
+    for name, fn_ in {**rows, **split}.items():
+        results[name] = per_call_us(fn_, args.calls)
         print(f"{name:34s} {results[name]:8.1f} us")
     anchor = results["torch._grouped_mm"]
     for name in ("ggemm.torch.grouped_mm", "torch.ops.ggemm.grouped_matmul", "ggemm.grouped_matmul"):

@@ -8,13 +8,15 @@
 namespace ggemm::ref {
 
 // The CPU reference of ggemm_grouped_matmul. Every pointer in `args` (a, b,
-// c, a_offsets, expert_ids, expert_usage_stats, row_scale) is HOST memory.
-// C is updated in place exactly where the GPU kernel writes, and nowhere
-// else:
+// c, a_offsets or group_ends, expert_ids, expert_usage_stats, row_scale) is
+// HOST memory; `args` is the whole struct (sizeof). C is updated in place
+// exactly where the GPU kernel writes, and nowhere else:
 //   - num_active = min(expert_usage_stats[1], num_groups);
 //   - group g < num_active owns rows [start, end) with
-//       start = clamp(a_offsets[g], prev_end, M), end = clamp(a_offsets[g+1], start, M)
-//     (prev_end = 0 for g = 0), so malformed offsets never overlap or overrun;
+//       start = prev_end, end = clamp(a_offsets[g+1], start, M)
+//     (prev_end = 0 for g = 0; group_ends[g] in place of a_offsets[g+1] when
+//     group_ends is set; a_offsets[0] is never read), so malformed offsets
+//     never overlap or overrun;
 //   - rows in no group are never read or written;
 //   - an expert id outside [0, num_experts) makes the group inactive: its rows
 //     become zeros (STORE, ROW_SCALE) or stay as they were (ACCUMULATE);

@@ -35,9 +35,10 @@ void grouped_matmul(const ggemm_grouped_matmul_args& args, unsigned threads) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const size_t n_cols = static_cast<size_t>(N), k_len = static_cast<size_t>(K > 0 ? K : 0);
 
-  // Groups exactly as the kernel's scheduler reads them.
+  // Groups exactly as the kernel's scheduler reads them: their ends.
+  const uint32_t* ends = args.group_ends ? args.group_ends : args.a_offsets + 1;
   const detail::GroupSpans spans =
-      detail::group_spans(args.a_offsets, args.expert_ids, args.expert_usage_stats, args.num_groups, args.num_experts, M);
+      detail::group_spans(ends, args.expert_ids, args.expert_usage_stats, args.num_groups, args.num_experts, M);
   const std::map<int32_t, std::vector<Span>>& by_expert = spans.by_id;
   const std::vector<Span>& inactive = spans.inactive;
 

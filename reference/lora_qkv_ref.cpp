@@ -73,7 +73,7 @@ void run_fused(const FusedProblem& p, unsigned threads) {
 
   // Groups exactly as the kernel's scheduler reads them.
   const detail::GroupSpans spans =
-      detail::group_spans(p.a_offsets, p.adapter_ids, p.usage_stats, p.num_groups, p.num_adapters, M);
+      detail::group_spans(p.a_offsets + 1, p.adapter_ids, p.usage_stats, p.num_groups, p.num_adapters, M);
   const std::map<int32_t, std::vector<Span>>& by_adapter = spans.by_id;
   const std::vector<Span>& inactive = spans.inactive;
 

@@ -97,21 +97,23 @@ inline void dot_block(const float* w, const float* a_rows, size_t i0, size_t i1,
 }
 
 // The groups of a call as the kernel's scheduler reads them: the first
-// min(usage_stats[1], num_groups) offsets, clamped so they never overlap or
-// overrun M; an id outside [0, num_ids) marks the group inactive.
+// min(usage_stats[1], num_groups) group ends (ends[g] = a_offsets[g + 1], or
+// the call's group_ends), group 0 from row 0 and group g from group g - 1's
+// end, each end clamped into [start, M] so groups never overlap or overrun
+// M; an id outside [0, num_ids) marks the group inactive.
 struct GroupSpans {
   std::map<int32_t, std::vector<Span>> by_id;  // valid ids, in id order
   std::vector<Span> inactive;
 };
 
-inline GroupSpans group_spans(const uint32_t* a_offsets, const int32_t* ids, const uint32_t* usage_stats,
+inline GroupSpans group_spans(const uint32_t* ends, const int32_t* ids, const uint32_t* usage_stats,
                               int64_t num_groups, int64_t num_ids, int64_t M) {
   GroupSpans spans;
   const int64_t num_active = std::min<int64_t>(static_cast<int64_t>(usage_stats[1]), num_groups);
   int64_t prev_end = 0;
   for (int64_t g = 0; g < num_active; ++g) {
-    const int64_t start = std::clamp<int64_t>(a_offsets[g], prev_end, M);
-    const int64_t end = std::clamp<int64_t>(a_offsets[g + 1], start, M);
+    const int64_t start = prev_end;
+    const int64_t end = std::clamp<int64_t>(ends[g], start, M);
     prev_end = end;
     if (end == start) continue;
     const int32_t id = ids[g];

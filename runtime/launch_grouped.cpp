@@ -164,6 +164,7 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
   p.a_row_index = a.a_row_index;
   p.gather_rows = s.gather ? uint32_t(a.a_rows) : 0;
   p.a_offsets = a.a_offsets;
+  p.first_offset_implicit = a.first_offset_implicit ? 1 : 0;
   p.expert_ids = a.expert_ids;
   p.usage_stats = a.usage_stats;
   p.device_status = a.device_status;
@@ -209,11 +210,12 @@ void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, con
                   k.cluster_size > 1 ? "K split over the cluster, a slice a CTA" : "whole K", k.ctas_per_sm);
   }
   std::fprintf(stderr,
-               "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld %s->%s %s segments (%lld, %lld)%s | %s kernel %s | "
-               "%s | grid %lld x %u threads (clusters of %u), %u B smem | L2 prefetch: activations %llu B, weights "
-               "%llu B\n",
+               "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld%s %s->%s %s segments (%lld, %lld)%s | %s kernel "
+               "%s | %s | grid %lld x %u threads (clusters of %u), %u B smem | L2 prefetch: activations %llu B, "
+               "weights %llu B\n",
                a.op, (long long)s.m, (long long)s.n, (long long)s.k, (long long)a.num_experts,
-               (long long)s.num_groups, dtype_name(s.a_dtype), dtype_name(s.c_dtype),
+               (long long)s.num_groups, a.first_offset_implicit ? " (group ends)" : "", dtype_name(s.a_dtype),
+               dtype_name(s.c_dtype),
                s.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)s.split0, (long long)s.split1,
                s.a_planes ? " planes" : "", arch_name(k.kernel->arch), k.kernel->name, config, (long long)grid,
                k.threads, k.cluster_size, k.smem_bytes, (unsigned long long)p.l2_prefetch_bytes[0],

@@ -25,7 +25,8 @@ struct GroupedLaunch {
   const int32_t *a_row_index;    // gather on load: [M] source rows of A (shape.gather); null = row m
   const void *b;
   OutputViewDesc views[3];
-  const uint32_t *a_offsets;
+  const uint32_t *a_offsets;     // [0] is never read (group 0 starts at row 0)
+  bool first_offset_implicit;    // a_offsets = group_ends - 1: [0] is not the call's memory
   const int32_t *expert_ids;
   const uint32_t *usage_stats;
   uint32_t *device_status;  // checked mode (ggemm_set_device_status); null = off

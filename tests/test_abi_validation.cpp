@@ -5,6 +5,8 @@
 // get as far as INVALID_HANDLE. The pointers are fake but aligned; nothing
 // dereferences them because nothing launches.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -49,8 +51,22 @@ TEST(AbiValidation, ArgsNull) { expect_null_args_refused<Args>(); }
 // Each row: valid_args() with one edit, and the status and argument name the
 // call must answer with (kAccepted: it must reach the handle check).
 const ArgsCase<Args> kCases[] = {
-    {"StructSizeShorter", [](Args &a) { a.struct_size = sizeof a - 8; }, GGEMM_STATUS_INVALID_VALUE, "struct_size"},
+    // sizeof - 8 is 0.1.0's size (before group_ends), accepted; below it a
+    // field would be cut.
+    {"StructSizeShorter", [](Args &a) { a.struct_size = offsetof(Args, group_ends) - 8; }, GGEMM_STATUS_INVALID_VALUE,
+     "struct_size"},
+    {"StructSizeLonger", [](Args &a) { a.struct_size = sizeof a + 8; }, GGEMM_STATUS_INVALID_VALUE, "struct_size"},
     {"StructSizeZero", [](Args &a) { a.struct_size = 0; }, GGEMM_STATUS_INVALID_VALUE, "struct_size"},
+    {"StructSizeOf010", [](Args &a) { a.struct_size = offsetof(Args, group_ends); }, kAccepted, nullptr},
+    // A 0.1.0 caller has no group_ends: what lies there is not read.
+    {"StructSizeOf010IgnoresGroupEnds",
+     [](Args &a) { a.struct_size = offsetof(Args, group_ends), a.group_ends = fake<const uint32_t>(0x4004); },
+     kAccepted, nullptr},
+    {"StructSizeOf010StillNeedsAOffsets",
+     [](Args &a) {
+       a.struct_size = offsetof(Args, group_ends), a.a_offsets = nullptr, a.group_ends = fake<const uint32_t>(0x4004);
+     },
+     GGEMM_STATUS_NULL_POINTER, "a_offsets"},
     {"ADtypeFp32", [](Args &a) { a.a_dtype = a.b_dtype = GGEMM_DTYPE_FP32; }, GGEMM_STATUS_INVALID_DTYPE, "a_dtype"},
     {"BDtypeDiffersFromA", [](Args &a) { a.b_dtype = GGEMM_DTYPE_FP16; }, GGEMM_STATUS_INVALID_DTYPE, "b_dtype"},
     {"CDtype9", [](Args &a) { a.c_dtype = static_cast<ggemm_dtype>(9); }, GGEMM_STATUS_INVALID_DTYPE, "c_dtype"},
@@ -120,6 +136,19 @@ const ArgsCase<Args> kCases[] = {
      "expert_usage_stats"},
     {"AOffsetsMisalignedBy2", [](Args &a) { a.a_offsets = fake<const uint32_t>(0x4002); },
      GGEMM_STATUS_MISALIGNED_POINTER, "a_offsets"},
+    // Group ends (torch's offs) in place of a_offsets: one of the two, never both.
+    {"GroupEndsInsteadOfAOffsets", [](Args &a) { a.a_offsets = nullptr, a.group_ends = fake<const uint32_t>(0x4004); },
+     kAccepted, nullptr},
+    {"AOffsetsAndGroupEnds", [](Args &a) { a.group_ends = fake<const uint32_t>(0x4004); }, GGEMM_STATUS_INVALID_VALUE,
+     "group_ends"},
+    {"AOffsetsAndGroupEndsWithNoRows", [](Args &a) { a.m = 0, a.group_ends = fake<const uint32_t>(0x4004); },
+     GGEMM_STATUS_INVALID_VALUE, "group_ends"},
+    {"NeitherAOffsetsNorGroupEnds", [](Args &a) { a.a_offsets = nullptr, a.group_ends = nullptr; },
+     GGEMM_STATUS_NULL_POINTER, "group_ends"},
+    {"GroupEndsMisalignedBy2",
+     [](Args &a) { a.a_offsets = nullptr, a.group_ends = fake<const uint32_t>(0x4006); },
+     GGEMM_STATUS_MISALIGNED_POINTER, "group_ends"},
+    {"EmptyCallNeedsNoGroups", [](Args &a) { a.m = 0, a.a_offsets = nullptr; }, kAccepted, nullptr},
     {"ExpertIdsMisalignedBy2", [](Args &a) { a.expert_ids = fake<const int32_t>(0x5002); },
      GGEMM_STATUS_MISALIGNED_POINTER, "expert_ids"},
     {"ExpertUsageStatsMisalignedBy2", [](Args &a) { a.expert_usage_stats = fake<const uint32_t>(0x6002); },
@@ -141,6 +170,28 @@ const ArgsCase<Args> kCases[] = {
 };
 
 GGEMM_ABI_CASE_SUITE(AbiValidation, Args, kCases, valid_args);
+
+// A caller built against 0.1.0 hands over a struct that ends before
+// group_ends: the library must read none of the bytes past it. The struct
+// ends where an inaccessible page begins, so a read past it faults.
+TEST(AbiValidation, StructOf010IsReadNoFurtherThanItsSize) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  void *mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  char *guard = static_cast<char *>(mem) + page;
+  ASSERT_EQ(mprotect(guard, page, PROT_NONE), 0);
+  const size_t size = offsetof(Args, group_ends);
+  Args full = valid_args();
+  full.struct_size = size;
+  std::memcpy(guard - size, &full, size);
+  const auto *old_caller = reinterpret_cast<const Args *>(guard - size);
+  EXPECT_EQ(call(old_caller), GGEMM_STATUS_INVALID_HANDLE) << describe(call(old_caller));
+  Args bad = full;
+  bad.k = 12;
+  std::memcpy(guard - size, &bad, size);
+  EXPECT_EQ(call(old_caller), GGEMM_STATUS_INVALID_DIMENSION);
+  munmap(mem, 2 * page);
+}
 
 // ---- status strings, version, create/destroy, last error -------------------------
 

@@ -39,7 +39,14 @@ struct Case {
   // -7, gather_rows, INT32_MAX) and read zeros. 0 = no gather.
   int64_t gather_rows = 0;
   bool hostile_index = false;
+  // The groups as group_ends (torch's offs) instead of a_offsets: the device
+  // array is a_offsets with [0] replaced by kNotAnOffset, and the call points
+  // group_ends one entry past it, so a kernel that read the entry before the
+  // ends would start group 0 past row 0 (and checked mode would report it).
+  bool group_ends = false;
 };
+
+constexpr uint32_t kNotAnOffset = 0x7FFFFFFFu;
 
 std::ostream &operator<<(std::ostream &os, const Case &c) { return os << c.name; }
 
@@ -55,6 +62,7 @@ struct Problem {
   std::vector<int32_t> row_index;  // gather only
   int64_t c_cols = 0;              // n, or n / 2 with SwiGLU
   DeviceBuffer d_a, d_b, d_c, d_offsets, d_ids, d_stats, d_scale, d_row_index;
+  DeviceBuffer d_ends;  // group_ends only: [kNotAnOffset, the group ends...]
 
   explicit Problem(const Case &cs, Rng &rng) : c(cs) {
     planes = (c.split0 || c.split1) ? 3 : 1;
@@ -116,7 +124,8 @@ struct Problem {
       x.a = d_a.get();
       x.b = d_b.get();
       x.c = d_c.get();
-      x.a_offsets = d_offsets.as<uint32_t>();
+      x.a_offsets = c.group_ends ? nullptr : d_offsets.as<uint32_t>();
+      x.group_ends = c.group_ends ? d_ends.as<uint32_t>() + 1 : nullptr;
       x.expert_ids = d_ids.as<int32_t>();
       x.expert_usage_stats = d_stats.as<uint32_t>();
       x.row_scale = d_scale.as<float>();
@@ -124,7 +133,8 @@ struct Problem {
     } else {
       x.a = a.data();
       x.b = b.data();
-      x.a_offsets = offsets.data();
+      x.a_offsets = c.group_ends ? nullptr : offsets.data();
+      x.group_ends = c.group_ends ? offsets.data() + 1 : nullptr;
       x.expert_ids = ids.data();
       x.expert_usage_stats = stats;
       x.row_scale = reinterpret_cast<const float *>(scale_bytes.data());
@@ -147,11 +157,20 @@ void upload(Problem &p) {
   put(p.d_stats, p.stats, 8);
   put(p.d_scale, p.scale_bytes.data(), p.scale_bytes.size());
   if (!p.row_index.empty()) put(p.d_row_index, p.row_index.data(), p.row_index.size() * 4);
+  if (p.c.group_ends) {
+    std::vector<uint32_t> ends = p.offsets;
+    ends[0] = kNotAnOffset;
+    put(p.d_ends, ends.data(), ends.size() * 4);
+  }
 }
 
+// The reference always reads the offsets with their leading zero: a call
+// that gives group ends must compute what they say.
 std::vector<uint8_t> reference_output(const Problem &p) {
   std::vector<uint8_t> expected = p.c_init;
   ggemm_grouped_matmul_args host = p.args(false, nullptr);
+  host.a_offsets = p.offsets.data();
+  host.group_ends = nullptr;
   host.c = expected.data();
   ref::grouped_matmul(host);
   return expected;
@@ -572,6 +591,25 @@ std::vector<Case> cases() {
     c.num_experts = 2;
     add(c);
   }
+  // Group ends (torch._grouped_mm's offs) in place of a_offsets, on every
+  // kind of kernel: the automatic persistent tiles, tile_m 256 of both
+  // layouts and its pairs, SwiGLU's own tile_m 256 kernel, gather, the
+  // short-K kernel (its routing table, and past it) and its split form,
+  // activation planes; empty, inactive and uncounted groups.
+  for (const char *name :
+       {"ragged_kmajor_bf16_bf16", "ragged_mnmajor_fp16_fp32", "empty_and_inactive_groups", "one_group",
+        "large_groups_auto_tile", "active_count_below_groups", "zero_active_groups", "tile_m256_kmajor",
+        "tile_m256_mnmajor", "cluster2_tile_m256_kmajor", "cluster2_tile_m128_mnmajor",
+        "swiglu_i768_k2048_large_groups", "gather_swiglu_large_groups", "gather_decode_tile16", "decode_256_groups",
+        "short_k_store_bf16", "short_k_300_groups", "short_k_split_accumulate_fp32", "planes_unaligned_kmajor",
+        "row_scale_bf16"}) {
+    const auto found = std::find_if(v.begin(), v.end(), [&](const Case &c) { return c.name == name; });
+    if (found == v.end()) continue;  // AreCallsTheAbiAccepts' count catches a renamed case
+    Case c = *found;
+    c.name += "_group_ends";
+    c.group_ends = true;
+    v.push_back(c);
+  }
   return v;
 }
 
@@ -584,7 +622,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
 // valid call stops at the handle.
 TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
   Rng rng(fresh_seed());
-  for (const Case &c : cases()) {
+  const std::vector<Case> all = cases();
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 20)
+      << "a case the group-ends list names is gone";
+  for (const Case &c : all) {
     SCOPED_TRACE(c.name);
     const Problem p(c, rng);
     const ggemm_config cfg = make_config(c);
@@ -596,18 +637,19 @@ TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
   }
 }
 
-// A call captured in a CUDA graph, replayed with other offsets, expert ids and
-// active counts written to the same device arrays between replays.
-TEST(GroupedMatmulGpuGraph, ReplayWithNewDeviceCounts) {
-  GGEMM_REQUIRE_GPU(handle);
+// A call captured in a CUDA graph, replayed with other offsets (or group
+// ends), expert ids and active counts written to the same device arrays
+// between replays.
+void run_graph_replay(ggemm_handle_t handle, bool group_ends) {
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  SCOPED_TRACE("seed " + std::to_string(seed) + (group_ends ? ", group ends" : ""));
   Rng rng(seed);
   Case c{"graph"};
   c.rows = {100, 50, 200, 10};
   c.n = 512;
   c.k = 256;
   c.unowned_rows = 200;  // room for the replays' larger groups
+  c.group_ends = group_ends;
   Problem p(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(p));
   cudaStream_t stream;
@@ -630,6 +672,9 @@ TEST(GroupedMatmulGpuGraph, ReplayWithNewDeviceCounts) {
     p.ids = {int32_t(r % 4), -1, int32_t((r + 1) % 4), 3};
     p.stats[1] = actives[r];
     CUDA_OK(cudaMemcpyAsync(p.d_offsets.get(), p.offsets.data(), p.offsets.size() * 4, cudaMemcpyHostToDevice, stream));
+    if (group_ends)  // the ends only: the word before them keeps kNotAnOffset
+      CUDA_OK(cudaMemcpyAsync(p.d_ends.as<uint32_t>() + 1, p.offsets.data() + 1, (p.offsets.size() - 1) * 4,
+                              cudaMemcpyHostToDevice, stream));
     CUDA_OK(cudaMemcpyAsync(p.d_ids.get(), p.ids.data(), p.ids.size() * 4, cudaMemcpyHostToDevice, stream));
     CUDA_OK(cudaMemcpyAsync(p.d_stats.get(), p.stats, 8, cudaMemcpyHostToDevice, stream));
     CUDA_OK(cudaMemcpyAsync(p.d_c.get(), p.c_init.data(), p.c_init.size(), cudaMemcpyHostToDevice, stream));
@@ -698,23 +743,36 @@ TEST(GroupedMatmulGpuChained, EachCallSeesThePreviousOutput) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
+TEST(GroupedMatmulGpuGraph, ReplayWithNewDeviceCounts) {
+  GGEMM_REQUIRE_GPU(handle);
+  run_graph_replay(handle, false);
+}
+
+TEST(GroupedMatmulGpuGraph, ReplayWithNewGroupEnds) {
+  GGEMM_REQUIRE_GPU(handle);
+  run_graph_replay(handle, true);
+}
+
 // Malformed device-side routing arrays (what the host cannot check without a
 // synchronisation): the kernel must compute what the reference's clamping
 // rules say, write nothing outside C (guard bands of poison on both sides),
 // and, in checked mode, report exactly the faults present.
 // K 256 runs on the persistent kernel; K 64 (automatic config) on sm_90a's
 // short-K kernel, which walks the routing on its own.
-void run_hostile_routing(int64_t k) {
+// With group_ends the scenarios whose a_offsets[0] is 0 run as group ends
+// (the rest cannot be said that way), kNotAnOffset in the word before them.
+void run_hostile_routing(int64_t k, bool group_ends = false) {
   ggemm_handle_t handle = nullptr;  // its own: checked mode is per handle
   GGEMM_OK(ggemm_create(&handle, 0));
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + ", k " + std::to_string(k));
+  SCOPED_TRACE("seed " + std::to_string(seed) + ", k " + std::to_string(k) + (group_ends ? ", group ends" : ""));
   Rng rng(seed);
   Case c{"hostile"};
   c.rows = {50, 60, 70, 80};
   c.n = 264;
   c.k = k;
   c.unowned_rows = 40;
+  c.group_ends = group_ends;
   Problem p(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(p));
 
@@ -761,11 +819,17 @@ void run_hostile_routing(int64_t k) {
     const bool checked = run % 2 == 0;
     GGEMM_OK(ggemm_set_device_status(handle, checked ? d_status.as<uint32_t>() : nullptr));
     for (const Scenario &s : scenarios) {
+      if (group_ends && s.offsets[0] != 0) continue;
       SCOPED_TRACE(std::string(s.name) + (checked ? " (checked)" : " (unchecked)") + (config ? ", pairs" : ""));
       p.offsets = s.offsets;
       p.ids = s.ids;
       p.stats[1] = s.active;
       CUDA_OK(cudaMemcpy(p.d_offsets.get(), p.offsets.data(), p.offsets.size() * 4, cudaMemcpyHostToDevice));
+      if (group_ends) {
+        std::vector<uint32_t> ends = p.offsets;
+        ends[0] = kNotAnOffset;
+        CUDA_OK(cudaMemcpy(p.d_ends.get(), ends.data(), ends.size() * 4, cudaMemcpyHostToDevice));
+      }
       CUDA_OK(cudaMemcpy(p.d_ids.get(), p.ids.data(), p.ids.size() * 4, cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(p.d_stats.get(), p.stats, 8, cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(d_whole.get(), whole.data(), whole.size(), cudaMemcpyHostToDevice));
@@ -803,6 +867,15 @@ TEST(GroupedMatmulGpuHostile, MalformedRoutingIsClampedAndReportedAtShortK) {
   GGEMM_REQUIRE_GPU(shared_handle);
   (void)shared_handle;
   run_hostile_routing(64);
+}
+
+// The same through group_ends: the faults are those of the ends alone (the
+// word before them, which is not 0, is never read nor reported).
+TEST(GroupedMatmulGpuHostile, MalformedGroupEndsAreClampedAndReported) {
+  GGEMM_REQUIRE_GPU(shared_handle);
+  (void)shared_handle;
+  run_hostile_routing(256, true);
+  run_hostile_routing(64, true);
 }
 
 TEST(AbiCheckedMode, SetDeviceStatusChecksItsArguments) {

@@ -269,11 +269,13 @@ bool run_grouped(Worker &w, Rng &rng, const std::string &where) {
   const ggemm_epilogue ep = ggemm_epilogue(rng.uniform_int(0, 2));
   const Routing r = random_routing(rng, E);
   const int64_t m = r.m, planes = s0 ? 3 : 1;
+  // The groups as group ends (a_offsets past its leading zero) one call in four.
+  const bool ends = rng.uniform_int(0, 3) == 0;
 
   std::ostringstream d;
   d << where << " grouped_matmul " << dtype_label(in) << "->" << dtype_label(out) << " n=" << n << " k=" << k
     << " E=" << E << (tb ? " B[E,N,K]" : " B[E,K,N]") << " splits=(" << s0 << "," << s1 << ") "
-    << epilogue_label(ep) << " " << r.describe();
+    << epilogue_label(ep) << (ends ? " group_ends " : " ") << r.describe();
   const std::string ctx = d.str();
 
   Bytes a(size_t(planes * m * k) * esize(in)), b(size_t(E * n * k) * esize(in));
@@ -298,6 +300,7 @@ bool run_grouped(Worker &w, Rng &rng, const std::string &where) {
   x.a = w.slot[0].get(), x.b = w.slot[1].get(), x.c = w.slot[2].get();
   x.transpose_b = tb ? 1 : 0;
   route_on_device(x, &ggemm_grouped_matmul_args::expert_ids, w, r);
+  if (ends) x.group_ends = x.a_offsets + 1, x.a_offsets = nullptr;
   x.a_plane_split0 = s0, x.a_plane_split1 = s1;
   x.epilogue = ep;
   x.row_scale = w.slot[3].as<float>();
@@ -311,7 +314,8 @@ bool run_grouped(Worker &w, Rng &rng, const std::string &where) {
   Bytes want = c;
   ggemm_grouped_matmul_args h = x;
   h.a = a.data(), h.b = b.data(), h.c = want.data();
-  route_on_host(h, &ggemm_grouped_matmul_args::expert_ids, r);
+  route_on_host(h, &ggemm_grouped_matmul_args::expert_ids, r);  // the reference reads a_offsets
+  h.group_ends = nullptr;
   h.row_scale = reinterpret_cast<const float *>(scale.data());
   ref::grouped_matmul(h, w.ref_threads);
 

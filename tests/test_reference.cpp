@@ -192,6 +192,7 @@ struct HandCase {
   ggemm_epilogue epilogue = GGEMM_EPILOGUE_STORE;
   std::vector<float> row_scale;
   std::vector<float> c_init;
+  bool group_ends = false;  // pass offsets[1..] as group_ends (a_offsets NULL)
 
   Bytes a_mem, b_mem, c_mem;
   uint32_t stats[2] = {0, 0};
@@ -215,6 +216,7 @@ struct HandCase {
     args.a = a_mem.data(), args.b = b_mem.data(), args.c = c_mem.data();
     args.transpose_b = transpose_b ? 1 : 0;
     args.a_offsets = offsets.data(), args.expert_ids = ids.data(), args.expert_usage_stats = stats;
+    if (group_ends) args.group_ends = offsets.data() + 1, args.a_offsets = nullptr;
     args.num_groups = static_cast<int64_t>(ids.size());
     args.a_plane_split0 = split0, args.a_plane_split1 = split1;
     args.epilogue = epilogue;
@@ -379,7 +381,8 @@ TEST(ReferenceGroupedMatmul, MalformedOffsetsAreClamped) {
   t.expect_row(3, {8, 7});  // expert 1: columns swapped
   t.expect_row(4, {10, 9});
 
-  // A first offset past 0 leaves the rows before it alone.
+  // a_offsets[0] is never read: group 0 starts at row 0 whatever it holds
+  // (a nonzero one is malformed; checked mode reports it).
   HandCase u;
   u.m = 4, u.n = 2, u.k = 2, u.e = 1;
   u.a = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -388,10 +391,23 @@ TEST(ReferenceGroupedMatmul, MalformedOffsetsAreClamped) {
   u.ids = {0};
   u.active = 1;
   u.run();
-  u.expect_row_poisoned(0);
-  u.expect_row_poisoned(1);
+  u.expect_row(0, {1, 2});
+  u.expect_row(1, {3, 4});
   u.expect_row(2, {5, 6});
   u.expect_row_poisoned(3);
+}
+
+// group_ends (torch._grouped_mm's offs) say what a_offsets = [0, ends...]
+// says: the same groups, the same bits.
+TEST(ReferenceGroupedMatmul, GroupEndsAreOffsetsWithoutTheLeadingZero) {
+  HandCase t = two_group_case(true);
+  t.run();
+  HandCase u = two_group_case(true);
+  u.group_ends = true;
+  u.run();
+  EXPECT_EQ(u.c_mem, t.c_mem);
+  u.expect_row(0, {0, 5, 1});
+  u.expect_row(3, {7, 8, 15});
 }
 
 TEST(ReferenceGroupedMatmul, PlaneSplitsChooseActivationRows) {
@@ -528,8 +544,11 @@ void naive_grouped_matmul(const ggemm_grouped_matmul_args& p) {
   const int64_t active = std::min<int64_t>(p.expert_usage_stats[1], p.num_groups);
   int64_t prev_end = 0;
   for (int64_t g = 0; g < active; ++g) {
-    const int64_t start = std::min<int64_t>(std::max<int64_t>(p.a_offsets[g], prev_end), M);
-    const int64_t end = std::min<int64_t>(std::max<int64_t>(p.a_offsets[g + 1], start), M);
+    // Group 0 from row 0, group g from where group g - 1 ended; its end
+    // clamped into [start, M].
+    const int64_t start = prev_end;
+    const int64_t stated_end = p.group_ends ? p.group_ends[g] : p.a_offsets[g + 1];
+    const int64_t end = std::min<int64_t>(std::max<int64_t>(stated_end, start), M);
     prev_end = end;
     const int32_t e = p.expert_ids[g];
     const bool valid = e >= 0 && e < p.num_experts;
@@ -651,6 +670,27 @@ struct RandomCase {
     return s.str();
   }
 };
+
+// The same calls with group_ends = a_offsets + 1 (a_offsets NULL), and
+// with garbage in a_offsets[0]: bitwise the same outputs (exact values, so
+// the naive product agrees bitwise too).
+TEST(ReferenceGroupedMatmul, GroupEndsAndTheFirstOffsetChangeNothing) {
+  Rng rng(20261202);
+  for (int iter = 0; iter < 60; ++iter) {
+    RandomCase rc(rng, /*exact_values=*/true);
+    SCOPED_TRACE(rc.describe());
+    const Bytes want = rc.run(false);
+    RandomCase ends = rc;
+    ends.args.group_ends = rc.offsets.data() + 1;
+    ends.args.a_offsets = nullptr;
+    EXPECT_EQ(ends.run(false), want) << "group_ends";
+    EXPECT_EQ(ends.run(true), want) << "group_ends, naive";
+    RandomCase garbage = rc;
+    garbage.offsets[0] = uint32_t(rng.uniform_int(1, 200));
+    garbage.args.a_offsets = garbage.offsets.data();
+    EXPECT_EQ(garbage.run(false), want) << "a_offsets[0] = " << garbage.offsets[0];
+  }
+}
 
 TEST(ReferenceGroupedMatmul, ThreadedMatchesNaiveExactly) {
   Rng rng(20261129);

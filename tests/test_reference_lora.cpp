@@ -463,7 +463,7 @@ void naive_groups(int64_t M, int64_t N, int64_t num_adapters, const uint32_t* of
   const int64_t active = std::min<int64_t>(stats[1], num_groups);
   int64_t prev_end = 0;
   for (int64_t g = 0; g < active; ++g) {
-    const int64_t start = std::min<int64_t>(std::max<int64_t>(offsets[g], prev_end), M);
+    const int64_t start = prev_end;  // group 0 from row 0, group g where g - 1 ended
     const int64_t end = std::min<int64_t>(std::max<int64_t>(offsets[g + 1], start), M);
     prev_end = end;
     const int32_t a = ids[g];

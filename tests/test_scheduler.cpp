@@ -431,6 +431,69 @@ TEST(GroupedTileScheduler, MalformedOffsetsStayInsideC) {
   }
 }
 
+// The walk crosses groups kWalkBatch at a time (their offsets loaded
+// together); it must find the same group and rows for every tile as walking
+// one group at a time with the header's clamping rules, modelled here.
+struct ModelGroup {
+  uint32_t group, row_start, row_end;
+};
+ModelGroup model_group_of(const Routing &r, uint32_t tile_m, uint32_t col_blocks, uint64_t t, bool *found) {
+  const uint32_t active = clamped_active(r);
+  uint64_t before = 0;
+  uint32_t prev_end = 0;
+  for (uint32_t g = 0; g < active; ++g) {
+    // The header's rule: group 0 starts at row 0, group g where g - 1 ended.
+    const uint32_t hi = r.offsets[g + 1];
+    const uint32_t start = prev_end;
+    const uint32_t end = std::min(std::max(hi, start), r.m);
+    prev_end = end;
+    const uint64_t tiles = uint64_t((end - start + tile_m - 1) / tile_m) * col_blocks;
+    if (t < before + tiles) {
+      *found = true;
+      return {g, start, end};
+    }
+    before += tiles;
+  }
+  *found = false;
+  return {active, 0, 0};
+}
+
+TEST(GroupedTileScheduler, BatchedGroupWalkMatchesOneGroupAtATime) {
+  std::vector<Routing> routings = malformed_routings();
+  for (uint64_t seed = 31; seed <= 36; ++seed) {
+    // Decode as torch's offs give it: every expert listed, few of them routed.
+    std::mt19937_64 rng(seed);
+    std::vector<uint32_t> rows(std::uniform_int_distribution<uint32_t>(1, 140)(rng), 0);
+    for (auto &x : rows) x = std::uniform_int_distribution<uint32_t>(0, 15)(rng) == 0 ? std::uniform_int_distribution<uint32_t>(1, 40)(rng) : 0;
+    Routing r = from_rows("sparse seed " + std::to_string(seed), rows, 256, 3);
+    r.stats_active = std::uniform_int_distribution<uint32_t>(0, 1)(rng) ? r.num_groups : r.num_groups / 2;
+    routings.push_back(r);
+  }
+  for (const Routing &r : routings) {
+    for (uint32_t tile_m : kTileMs) {
+      for (uint32_t grid : kGrids) {
+        SCOPED_TRACE(r.name + ", tile_m " + std::to_string(tile_m) + ", grid " + std::to_string(grid));
+        for (uint32_t b = 0; b < grid; ++b) {
+          GroupedTileScheduler sched(problem_of(r), tile_m, kTileN);
+          GroupedTile tile;
+          uint64_t t = b;
+          for (; t < uint64_t(r.m) * r.n + 1; t += grid) {
+            bool found = false;
+            const ModelGroup want = model_group_of(r, tile_m, sched.col_blocks(), t, &found);
+            const bool got = sched.next(t, &tile);
+            ASSERT_EQ(got, found) << "t " << t;
+            if (!got) break;
+            ASSERT_EQ(tile.group, want.group) << "t " << t;
+            ASSERT_GE(tile.row0, want.row_start) << "t " << t;
+            ASSERT_LE(tile.row0 + tile.rows, want.row_end) << "t " << t;
+          }
+        }
+      }
+    }
+  }
+}
+
+
 // The short-K kernels stop a CTA at the sum of group_row_blocks_bound over
 // the active groups (times the column blocks) instead of walking past the
 // last tile: that sum must never be below the walk's tile count (a tile
@@ -455,11 +518,49 @@ TEST(GroupedTileScheduler, RowBlockBoundsCoverTheWalk) {
       uint64_t tiles = 0;
       while (walk.next(tiles, &tile)) ++tiles;
       uint64_t bound = 0;
-      for (uint32_t g = 0; g < clamped_active(r); ++g)
-        bound += group_row_blocks_bound(r.offsets[g], r.offsets[g + 1], r.m, tile_m);
+      for (uint32_t g = 0; g < clamped_active(r); ++g)  // as the short-K kernel sums: group 0 from row 0
+        bound += group_row_blocks_bound(g == 0 ? 0 : r.offsets[g], r.offsets[g + 1], r.m, tile_m);
       bound *= walk.col_blocks();
       EXPECT_GE(bound, tiles);
       if (r.well_formed) EXPECT_EQ(bound, tiles);
+    }
+}
+
+// Every tile of a walk, in order.
+std::vector<GroupedTile> walk_all(const Routing &r, uint32_t tile_m) {
+  GroupedTileScheduler sched(problem_of(r), tile_m, kTileN);
+  std::vector<GroupedTile> tiles;
+  GroupedTile tile;
+  for (uint64_t t = 0; tiles.size() <= uint64_t(r.m) * r.n && sched.next(t, &tile); ++t) tiles.push_back(tile);
+  return tiles;
+}
+
+// The walk reads the group ends alone (a_offsets[g + 1]); group 0 starts at
+// row 0 whatever a_offsets[0] holds. That is what lets a call pass torch's
+// group ends as a_offsets = group_ends - 1 (the entry before the ends is not
+// the call's memory).
+TEST(GroupedTileScheduler, NeverReadsTheFirstOffset) {
+  std::vector<Routing> routings = malformed_routings();
+  routings.push_back(from_rows("ragged", {27, 0, 300, 150, 1}, 264, 5));
+  routings.push_back(from_rows("empty first group", {0, 0, 40, 9}, 136, 0));
+  for (const Routing &base : routings)
+    for (uint32_t tile_m : {16u, 128u}) {
+      SCOPED_TRACE(base.name + ", tile_m " + std::to_string(tile_m));
+      Routing zero = base;
+      zero.offsets[0] = 0;
+      const std::vector<GroupedTile> want = walk_all(zero, tile_m);
+      if (!want.empty() && want[0].group == 0) EXPECT_EQ(want[0].row0, 0u);
+      for (uint32_t garbage : {7u, 99u, 0xFFFFFFFFu}) {
+        Routing r = base;
+        r.offsets[0] = garbage;
+        const std::vector<GroupedTile> got = walk_all(r, tile_m);
+        ASSERT_EQ(got.size(), want.size()) << "a_offsets[0] = " << garbage;
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_TRUE(got[i].group == want[i].group && got[i].row0 == want[i].row0 && got[i].rows == want[i].rows &&
+                      got[i].col0 == want[i].col0 && got[i].cols == want[i].cols)
+              << "tile " << i << " with a_offsets[0] = " << garbage << ": " << describe(got[i]) << ", want "
+              << describe(want[i]);
+      }
     }
 }
 
@@ -545,6 +646,14 @@ TEST(RoutingCheck, FaultBitsMatchTheAbiAndEachRule) {
 
   const std::vector<uint32_t> first = {1, 10};
   EXPECT_EQ(group_faults(first.data(), ids.data(), 0, m, experts), kFaultOffsetsNotMonotone);
+  // Group ends (a_offsets = group_ends - 1): a_offsets[0] is not there and
+  // counts as 0, so whatever sits in its place is neither read nor reported.
+  EXPECT_EQ(group_faults(first.data(), ids.data(), 0, m, experts, true), 0u);
+  const std::vector<uint32_t> ends_past = {0xFFFFFFFFu, 101};
+  EXPECT_EQ(group_faults(ends_past.data(), ids.data(), 0, m, experts, true), kFaultOffsetPastM);
+  const std::vector<uint32_t> ends_down = {0xFFFFFFFFu, 50, 40};
+  EXPECT_EQ(group_faults(ends_down.data(), ids.data(), 1, m, experts, true), kFaultOffsetsNotMonotone);
+  EXPECT_EQ(group_faults(good.data(), ids.data(), 1, m, experts, true), 0u);
   const std::vector<uint32_t> down = {0, 50, 40};
   EXPECT_EQ(group_faults(down.data(), ids.data(), 1, m, experts), kFaultOffsetsNotMonotone);
   EXPECT_EQ(group_faults(down.data(), ids.data(), 0, m, experts), 0u);

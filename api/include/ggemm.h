@@ -13,7 +13,11 @@
  *   ggemm_last_error_message(). Nothing is launched when a call fails its
  *   host-side checks.
  * - Argument structs begin with `struct_size`; set it to sizeof(the struct)
- *   so that later versions can grow the struct without breaking callers.
+ *   so that later versions can grow the struct without breaking callers:
+ *   a struct grows only at its end, and the library accepts the size of each
+ *   earlier version of it, taking the fields past that size as zero (NULL).
+ *   ggemm_grouped_matmul_args has two: without group_ends (0.1.0, up to
+ *   a_rows) and with it.
  * - All matrices are row-major and densely packed (leading dimension equal to
  *   the row length). Device pointers are plain CUDA device addresses of the
  *   handle's device, in the handle's context (the device's primary context).
@@ -22,12 +26,14 @@
  * - Argument structs (and a config) are read only during the call; device
  *   arrays and matrices must stay valid until the enqueued work completes. A
  *   captured graph keeps the host-side values (dims, pointers) of the call.
- * - Device arrays of a grouped call (a_offsets, expert_ids / adapter_ids,
- *   expert_usage_stats) are trusted to follow the contract: offsets
- *   non-decreasing from 0 with a_offsets[active] <= m, ids in [0, E) or -1,
- *   expert_usage_stats[1] <= num_groups. The kernels stay inside the matrices
- *   whatever they hold (offsets are clamped into [0, m], the active count to
- *   num_groups, an id outside [0, E) acts as -1), but malformed arrays give
+ * - Device arrays of a grouped call (a_offsets or group_ends, expert_ids /
+ *   adapter_ids, expert_usage_stats) are trusted to follow the contract:
+ *   offsets non-decreasing from 0 with a_offsets[active] <= m, ids in [0, E)
+ *   or -1, expert_usage_stats[1] <= num_groups. The kernels stay inside the
+ *   matrices whatever they hold (group 0 starts at row 0 and group g > 0
+ *   where group g - 1 ended, so a_offsets[0] is never read; each group's end
+ *   is clamped into [its start, m]; the active count is capped at
+ *   num_groups; an id outside [0, E) acts as -1), but malformed arrays give
  *   meaningless results. expert_usage_stats[0] and max_rows_per_group only
  *   size the launch: an underestimate costs speed, never correctness.
  */
@@ -197,8 +203,10 @@ typedef struct ggemm_grouped_matmul_args {
   void *c;       /* [M, N] */
   int transpose_b;     /* 1: B is [E, N, K] (K-major); 0: B is [E, K, N] */
 
-  /* Device arrays (docs/design.md, section 1.1). */
-  const uint32_t *a_offsets;          /* [num_groups + 1], prefix sums, [0] == 0 */
+  /* Device arrays (docs/design.md, section 1.1). The groups come from
+   * a_offsets or from group_ends (at the end of the struct): exactly one of
+   * the two is set. */
+  const uint32_t *a_offsets;          /* [num_groups + 1], prefix sums, [0] == 0; or NULL */
   const int32_t *expert_ids;          /* [num_groups], -1 = inactive (rows zeroed) */
   const uint32_t *expert_usage_stats; /* [2]: max rows in a group, active groups */
   int64_t num_groups;         /* capacity of the arrays, 1..GGEMM_MAX_GROUPS */
@@ -219,6 +227,14 @@ typedef struct ggemm_grouped_matmul_args {
    * [0, a_rows) reads zeros (checked mode reports it). No plane splits. */
   const int32_t *a_row_index; /* [M] device array, 4-byte aligned, or NULL */
   int64_t a_rows;             /* rows of A when a_row_index is set, >= 1 */
+
+  /* Group ends instead of a_offsets: torch._grouped_mm's `offs` as it is
+   * (int32 values read as uint32), with no leading zero to prepend. Group g
+   * is rows [group_ends[g - 1], group_ends[g]), group 0 rows
+   * [0, group_ends[0]): what a_offsets = [0, group_ends...] says. Exactly one
+   * of a_offsets and group_ends is set (INVALID_VALUE for both, NULL_POINTER
+   * for neither when m > 0). Checked mode reports as for a_offsets. */
+  const uint32_t *group_ends; /* [num_groups] device array, 4-byte aligned, or NULL */
 } ggemm_grouped_matmul_args;
 
 /*
@@ -381,8 +397,9 @@ GGEMM_API ggemm_status ggemm_lora_expand_qkv(ggemm_handle_t handle, const ggemm_
  * with, and check the arrays again at every replay.
  * Returns SUCCESS, INVALID_HANDLE, MISALIGNED_POINTER (not 4-byte aligned).
  */
-#define GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE 0x1u /* a_offsets[0] != 0 or a_offsets[g + 1] < a_offsets[g] */
-#define GGEMM_DEVICE_FAULT_OFFSET_PAST_M 0x2u        /* a_offsets[g + 1] > M */
+#define GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE 0x1u /* a_offsets[0] != 0 or a_offsets[g + 1] < a_offsets[g]
+                                                        (group_ends[g] < group_ends[g - 1]) */
+#define GGEMM_DEVICE_FAULT_OFFSET_PAST_M 0x2u        /* a_offsets[g + 1] (group_ends[g]) > M */
 #define GGEMM_DEVICE_FAULT_ID_OUT_OF_RANGE 0x4u      /* an expert (adapter) id < -1 or >= E (G) */
 #define GGEMM_DEVICE_FAULT_ACTIVE_COUNT 0x8u         /* expert_usage_stats[1] > num_groups */
 #define GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE 0x10u   /* a gather index (a_row_index) or a combine index outside its rows */

@@ -86,10 +86,10 @@ extern "C" ggemm_status ggemm_grouped_matmul(ggemm_handle_t handle, const ggemm_
   return guarded([&] {
     // Arguments first: their checks need no device, so a caller learns what
     // is wrong with a call even before it has a handle.
-    GGEMM_TRY(ggemm::validate_grouped_matmul_args(args));
+    ggemm_grouped_matmul_args a;  // the caller's struct, of any version ggemm.h names
+    GGEMM_TRY(ggemm::validate_grouped_matmul_args(args, &a));
     GGEMM_TRY(check_handle(handle));
-    if (args->m == 0) return GGEMM_STATUS_SUCCESS;
-    const ggemm_grouped_matmul_args &a = *args;
+    if (a.m == 0) return GGEMM_STATUS_SUCCESS;
     const bool planes = a.a_plane_split0 != 0 || a.a_plane_split1 != 0;
     ggemm::GroupedLaunch l{};
     l.op = "grouped_matmul";
@@ -109,6 +109,14 @@ extern "C" ggemm_status ggemm_grouped_matmul(ggemm_handle_t handle, const ggemm_
     // SwiGLU's outputs are half the weight rows wide.
     view_all(l, a.c, a.m, a.epilogue == GGEMM_EPILOGUE_SWIGLU ? a.n / 2 : a.n);
     copy_routing(l, a, a.expert_ids, handle);
+    if (a.group_ends) {
+      // The kernels read a_offsets[g + 1] for group g's end and never
+      // a_offsets[0] (ptx/blocks/tile_scheduler.h), so the ends serve as
+      // a_offsets from one entry before them: no copy, no extra launch.
+      // Integer arithmetic: the address is device memory, never dereferenced here.
+      l.a_offsets = reinterpret_cast<const uint32_t *>(reinterpret_cast<uintptr_t>(a.group_ends) - sizeof(uint32_t));
+      l.first_offset_implicit = true;
+    }
     l.row_scale = a.row_scale;
     l.alpha = 1.f;
     return launch(handle, l, stream);

@@ -1,7 +1,9 @@
 #include "api/src/validate.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "api/src/errors.h"
 
@@ -91,13 +93,22 @@ ggemm_status check_scale_and_mode(float scale, int accumulate) {
   return GGEMM_STATUS_SUCCESS;
 }
 
+// ggemm_grouped_matmul_args of 0.1.0: every field up to a_rows, no group_ends.
+constexpr size_t kGroupedArgsSize010 = offsetof(ggemm_grouped_matmul_args, group_ends);
+
 }  // namespace
 
-ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *a) {
-  if (!a) return fail(GGEMM_STATUS_NULL_POINTER, "args is NULL");
-  if (a->struct_size != sizeof(ggemm_grouped_matmul_args))
-    return fail(GGEMM_STATUS_INVALID_VALUE, "args->struct_size is %zu; this library expects %zu", a->struct_size,
-                sizeof(ggemm_grouped_matmul_args));
+ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *args, ggemm_grouped_matmul_args *full) {
+  if (!args) return fail(GGEMM_STATUS_NULL_POINTER, "args is NULL");
+  const size_t size = args->struct_size;
+  if (size != sizeof(ggemm_grouped_matmul_args) && size != kGroupedArgsSize010)
+    return fail(GGEMM_STATUS_INVALID_VALUE,
+                "args->struct_size is %zu; this library expects %zu (or %zu, 0.1.0's struct without group_ends)", size,
+                sizeof(ggemm_grouped_matmul_args), kGroupedArgsSize010);
+  // Only the caller's bytes are read: the fields past them stay zero.
+  std::memset(full, 0, sizeof *full);
+  std::memcpy(full, args, size);
+  const ggemm_grouped_matmul_args *a = full;
 
   if (a->a_dtype != GGEMM_DTYPE_BF16 && a->a_dtype != GGEMM_DTYPE_FP16)
     return fail(GGEMM_STATUS_INVALID_DTYPE, "a_dtype = %d: operands must be bf16 or fp16", int(a->a_dtype));
@@ -135,6 +146,8 @@ ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *a) {
       return fail(GGEMM_STATUS_INVALID_DTYPE, "c_dtype = fp32: epilogue SWIGLU writes bf16 or fp16");
     if (planes) return fail(GGEMM_STATUS_INVALID_VALUE, "epilogue SWIGLU takes no plane splits");
   }
+  if (a->a_offsets && a->group_ends)
+    return fail(GGEMM_STATUS_INVALID_VALUE, "a_offsets and group_ends are both set: the groups come from one of them");
   if (a->a_row_index) {
     if (planes) return fail(GGEMM_STATUS_INVALID_VALUE, "a_row_index (gather) takes no plane splits");
     if (a->a_rows < 1 || a->a_rows >= kMaxDim)
@@ -167,7 +180,12 @@ ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *a) {
   GGEMM_TRY(check_matrix(a->a, "a"));
   GGEMM_TRY(check_matrix(a->b, "b"));
   GGEMM_TRY(check_matrix(a->c, "c"));
-  GGEMM_TRY(check_index_array(a->a_offsets, "a_offsets"));
+  if (a->group_ends)
+    GGEMM_TRY(check_index_array(a->group_ends, "group_ends"));
+  else if (!a->a_offsets)
+    return fail(GGEMM_STATUS_NULL_POINTER, "a_offsets is NULL and so is group_ends: the groups need one of them");
+  else
+    GGEMM_TRY(check_index_array(a->a_offsets, "a_offsets"));
   GGEMM_TRY(check_index_array(a->expert_ids, "expert_ids"));
   GGEMM_TRY(check_index_array(a->expert_usage_stats, "expert_usage_stats"));
   if (a->epilogue == GGEMM_EPILOGUE_ROW_SCALE) GGEMM_TRY(check_index_array(a->row_scale, "row_scale"));

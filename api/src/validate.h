@@ -8,7 +8,10 @@
 
 namespace ggemm {
 
-ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *args);
+// The struct as this library's (*full): a caller's struct of an earlier
+// version (a smaller struct_size, ggemm.h) is copied with the fields it lacks
+// zero. Then every check; `full` is filled whenever struct_size is known.
+ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *args, ggemm_grouped_matmul_args *full);
 ggemm_status validate_lora_shrink_args(const ggemm_lora_shrink_qkv_args *args);
 ggemm_status validate_lora_expand_args(const ggemm_lora_expand_qkv_args *args);
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "tile_scheduler.h"
@@ -45,7 +46,13 @@ struct GroupedGemmParams {
   // gather_rows (one-row token boxes of tmap_tokens); null = row m.
   const int32_t *a_row_index;
   uint32_t gather_rows;
-  const uint32_t *a_offsets;
+  // 1: the call gave group ends (a_offsets = group_ends - 1), so a_offsets[0]
+  // is not memory of the call's; only checked mode, which would report a
+  // nonzero a_offsets[0], needs to know. In the padding before a_offsets: a
+  // field that moved the ones after it changes the code of the tile_m 256
+  // kernels enough to make them spill.
+  uint32_t first_offset_implicit;
+  const uint32_t *a_offsets;    // [num_groups + 1]; [0] is never read (tile_scheduler.h)
   const int32_t *expert_ids;
   const uint32_t *usage_stats;  // [1] = active groups
   uint32_t *device_status;      // checked mode: fault bits (routing_check.h) ORed here; null = off
@@ -76,6 +83,9 @@ struct GroupedGemmParams {
   uint64_t *trace;  // diagnostic builds only: the event buffer (ptx/blocks/trace.h), null = off
 #endif
 };
+
+static_assert(offsetof(GroupedGemmParams, a_offsets) == offsetof(GroupedGemmParams, first_offset_implicit) + 4,
+              "first_offset_implicit must fill the padding after gather_rows and move no other field");
 
 // K-major weight rows one stage loads (the TMA box): N rounded up to 8 when
 // N is narrower than a tile (LoRA shrink's 3R rows), else the tile's rows;

@@ -24,9 +24,11 @@ enum : uint32_t {
 // The faults of active group g (g < the walked group count). One group's
 // check reads a_offsets[g], a_offsets[g + 1] and ids[g] only, so a warp can
 // check groups side by side; host-device, so the CPU tests run it too.
+// first_offset_implicit: a_offsets[0] is not there (the call gave group
+// ends) and counts as 0.
 GGEMM_HOST_DEVICE inline uint32_t group_faults(const uint32_t *a_offsets, const int32_t *ids, uint32_t g,
-                                               uint32_t m, uint32_t num_experts) {
-  const uint32_t lo = a_offsets[g], hi = a_offsets[g + 1];
+                                               uint32_t m, uint32_t num_experts, bool first_offset_implicit = false) {
+  const uint32_t lo = g == 0 && first_offset_implicit ? 0u : a_offsets[g], hi = a_offsets[g + 1];
   uint32_t f = 0;
   if ((g == 0 && lo != 0) || hi < lo) f |= kFaultOffsetsNotMonotone;
   if (hi > m) f |= kFaultOffsetPastM;
@@ -42,13 +44,14 @@ GGEMM_HOST_DEVICE constexpr uint32_t active_count_faults(uint32_t usage_stats_ac
 
 #if defined(__CUDACC__)
 // Gather on load: one warp of each CTA checks its share of the grouped rows'
-// source indices (rows [0, a_offsets[walked groups]), as far as M; rows in no
+// source indices (rows [0, the walked groups' end), as far as M; rows in no
 // group are never read). A few loads per lane on a full GPU.
 template <typename Params>
 GGEMM_DEVICE void check_gather_warp(const Params &p) {
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t walked = active_groups(p.usage_stats[1], p.num_groups);
-  const uint32_t grouped = p.a_offsets[walked] < p.m ? p.a_offsets[walked] : p.m;
+  const uint32_t end = walked == 0 ? 0u : p.a_offsets[walked];  // a_offsets[0] is never read
+  const uint32_t grouped = end < p.m ? end : p.m;
   uint32_t f = 0;
   for (uint32_t r = blockIdx.x * 32 + lane; r < grouped; r += gridDim.x * 32)
     if (uint32_t(p.a_row_index[r]) >= p.gather_rows) f = kFaultIndexOutOfRange;
@@ -67,7 +70,8 @@ GGEMM_DEVICE void check_routing_warp(const Params &p) {
   const uint32_t walked = stated < p.num_groups ? stated : p.num_groups;
   uint32_t f = lane == 0 ? active_count_faults(stated, p.num_groups) : 0u;
 #pragma unroll 4
-  for (uint32_t g = lane; g < walked; g += 32) f |= group_faults(p.a_offsets, p.expert_ids, g, p.m, p.num_experts);
+  for (uint32_t g = lane; g < walked; g += 32)
+    f |= group_faults(p.a_offsets, p.expert_ids, g, p.m, p.num_experts, p.first_offset_implicit != 0);
   f = __reduce_or_sync(0xffffffffu, f);
   if (lane == 0 && f) atomicOr(p.device_status, f);
 }

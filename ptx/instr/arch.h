@@ -37,6 +37,8 @@
 #if defined(__CUDACC__)
 #define GGEMM_HOST_DEVICE __host__ __device__
 #define GGEMM_DEVICE __device__ __forceinline__
+#define GGEMM_UNROLL _Pragma("unroll")  // in code the host compiler also reads
 #else
 #define GGEMM_HOST_DEVICE
+#define GGEMM_UNROLL
 #endif

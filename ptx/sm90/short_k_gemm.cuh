@@ -142,7 +142,7 @@ struct ShortKGroupedGemmSm90 {
 #pragma unroll
     for (uint32_t j = 0; j < kOffsetLoads; ++j) {
       const uint32_t i = threadIdx.x + j * kShortKThreads;
-      offsets[j] = tabled && i <= n ? p.a_offsets[i] : 0u;
+      offsets[j] = tabled && i <= n && i != 0 ? p.a_offsets[i] : 0u;  // [0] is never read: group 0 starts at 0
     }
 #pragma unroll
     for (uint32_t j = 0; j < kIdLoads; ++j) {

@@ -11,9 +11,10 @@ import ctypes.util
 import enum
 import glob
 import os
+import struct
 import threading
 from ctypes import POINTER, Structure, c_char_p, c_float, c_int, c_int64, c_size_t, c_void_p
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 # The header version these bindings mirror (GGEMM_VERSION's encoding).
 HEADER_VERSION_MAJOR = 0
@@ -144,6 +145,7 @@ class GroupedMatmulArgs(_ArgsStruct):
         ("config", POINTER(Config)),
         ("a_row_index", c_void_p),  # const int32_t *, NULL = no gather
         ("a_rows", c_int64),
+        ("group_ends", c_void_p),  # const uint32_t *: torch's offs in place of a_offsets (NULL = a_offsets)
     ]
 
 
@@ -261,6 +263,46 @@ class MoeFfnArgs(_ArgsStruct):
         ("workspace", c_void_p),
         ("workspace_bytes", c_size_t),
     ]
+
+
+# ---- packing a struct in one call ---------------------------------------------
+
+# struct-module codes of the ctypes field types the argument structs use.
+_PACK_CODES = {c_size_t: "N", c_int: "i", c_int64: "q", c_void_p: "P", c_float: "f"}
+
+
+def struct_packer(cls: Any) -> struct.Struct:
+    """A struct.Struct laid out as the ctypes Structure `cls` (native alignment,
+    C's padding): `packer.pack_into(instance, 0, *values)` sets every field, in
+    declaration order, in one call (pointers as ints, 0 for NULL), where
+    setting them one by one costs a Python attribute store each. Checked
+    field by field against ctypes' own offsets."""
+    fmt = "@"
+    for name, ctype in cls._fields_:
+        code = "P" if issubclass(ctype, ctypes._Pointer) else _PACK_CODES[ctype]
+        if struct.calcsize(fmt + code) - struct.calcsize(code) != getattr(cls, name).offset:
+            raise AssertionError(f"{cls.__name__}.{name}: struct module and ctypes disagree on its offset")
+        fmt += code
+    tail = ctypes.sizeof(cls) - struct.calcsize(fmt)  # C pads the end to the struct's alignment
+    if not 0 <= tail < ctypes.alignment(cls):
+        raise AssertionError(f"{cls.__name__}: struct module and ctypes disagree on its size")
+    return struct.Struct(fmt + "x" * tail)
+
+
+_RAW_PROTOTYPE = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_void_p)
+
+
+def raw_function(lib: ctypes.CDLL, name: str) -> Any:
+    """lib's entry point `name` (handle, args, stream) -> status with void *
+    arguments, for callers that pass the args struct's address as an int: a
+    call converts three ints instead of checking a ctypes pointer type.
+    Kept on the library object (one per loaded library)."""
+    raws: Dict[str, Any] = lib.__dict__.setdefault("_ggemm_raw_functions", {})
+    fn = raws.get(name)
+    if fn is None:
+        require_function(lib, name)  # a build without it says so
+        fn = raws.setdefault(name, _RAW_PROTOTYPE((name, lib)))
+    return fn
 
 
 class LibraryNotFoundError(OSError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from ctypes import byref, c_void_p
 from dataclasses import dataclass, field
@@ -324,13 +325,16 @@ def _need(info: TensorInfo, ndim: int, dtypes: Sequence[str], what: str) -> None
 
 
 def _check_groups(io: TensorInfo, ie: TensorInfo, iu: TensorInfo, num_groups: Optional[int]) -> int:
-    """The group count (default len(a_offsets) - 1), checked against the routing arrays' lengths."""
-    capacity = io.shape[0] - 1
+    """The group count (default len(a_offsets) - 1, or len(group_ends) when
+    `io` is the group ends), checked against the routing arrays' lengths."""
+    ends = io.name == "group_ends"
+    capacity = io.shape[0] if ends else io.shape[0] - 1
     groups = capacity if num_groups is None else int(num_groups)
     if capacity < 1:
-        raise ValueError(f"a_offsets: needs num_groups + 1 >= 2 entries, has {io.shape[0]}")
+        need = "num_groups >= 1" if ends else "num_groups + 1 >= 2"
+        raise ValueError(f"{io.name}: needs {need} entries, has {io.shape[0]}")
     if groups > capacity:
-        raise ValueError(f"num_groups={groups}: a_offsets holds only {capacity} groups ({io.shape[0]} entries)")
+        raise ValueError(f"num_groups={groups}: {io.name} holds only {capacity} groups ({io.shape[0]} entries)")
     if ie.shape[0] < groups:
         raise ValueError(f"{ie.name}: has {ie.shape[0]} entries, num_groups is {groups}")
     if iu.shape[0] < 2:
@@ -370,8 +374,12 @@ def _finish(
     must stay alive (the config, DLPack capsules).
     """
     built = fill_pointers(args, infos, pointers)
-    io, iid, iu = infos["a_offsets"], infos[ids_field], infos["usage_stats"]
-    args.a_offsets, args.expert_usage_stats = io.ptr or None, iu.ptr or None
+    iid, iu = infos[ids_field], infos["usage_stats"]
+    if "group_ends" in infos:  # grouped_matmul only: torch's offs in place of a_offsets
+        args.group_ends = infos["group_ends"].ptr or None
+    else:
+        args.a_offsets = infos["a_offsets"].ptr or None
+    args.expert_usage_stats = iu.ptr or None
     setattr(args, ids_field, iid.ptr or None)
     args.num_groups = groups
     args.max_rows_per_group = int(max_rows_per_group)
@@ -409,6 +417,7 @@ def _build_args(
     plane_splits: Tuple[int, int] = (0, 0),
     config: Union[None, Config, Mapping[str, int]] = None,
     a_row_index: Any = None,
+    group_ends: Any = None,
     stream: int = 0,
 ) -> BuiltArgs:
     """Reads the tensors and fills a GroupedMatmulArgs; no GPU and no library needed.
@@ -419,19 +428,27 @@ def _build_args(
     library's, so that its message is the one users see.
     """
     epi = parse_epilogue(epilogue)
-    named = {"a": a, "b": b, "out": out, "a_offsets": a_offsets, "expert_ids": expert_ids, "usage_stats": usage_stats}
+    if (a_offsets is None) == (group_ends is None):
+        raise ValueError(
+            "a_offsets and group_ends: give the groups as exactly one of them ("
+            + ("both were given)" if a_offsets is not None else "neither was given)")
+        )
+    routing = "a_offsets" if group_ends is None else "group_ends"
+    named = {"a": a, "b": b, "out": out, routing: a_offsets if group_ends is None else group_ends,
+             "expert_ids": expert_ids, "usage_stats": usage_stats}
     if row_scale is not None:
         named["row_scale"] = row_scale
     if a_row_index is not None:
         named["a_row_index"] = a_row_index
     infos = _describe_all(named, stream)
     ia, ib, ic = infos["a"], infos["b"], infos["out"]
-    io, ie, iu = infos["a_offsets"], infos["expert_ids"], infos["usage_stats"]
+    io, ie, iu = infos[routing], infos["expert_ids"], infos["usage_stats"]
 
     _need(ia, 2, list(_OPERAND_DTYPES), "activations [M, K]")
     _need(ib, 3, list(_OPERAND_DTYPES), "weights [E, N, K] if transpose_b else [E, K, N]")
     _need(ic, 2, list(_OUTPUT_DTYPES), "output [M, N]")
-    _need(io, 1, _INDEX_DTYPES, "group offsets [num_groups + 1]")
+    _need(io, 1, _INDEX_DTYPES, "group offsets [num_groups + 1]" if group_ends is None
+          else "group ends [num_groups] (torch._grouped_mm's offs)")
     _need(ie, 1, ("int32",), "expert ids [num_groups]")
     _need(iu, 1, _INDEX_DTYPES, "usage stats [2]: max rows in a group, active groups")
     if ib.dtype != ia.dtype:
@@ -494,6 +511,7 @@ def grouped_matmul(
     plane_splits: Tuple[int, int] = (0, 0),
     config: Union[None, Config, Mapping[str, int]] = None,
     a_row_index: Any = None,
+    group_ends: Any = None,
     stream: Any = None,
     handle: Optional[Handle] = None,
 ) -> Any:
@@ -509,9 +527,12 @@ def grouped_matmul(
                 rows sorted by group unless a_row_index is given
     b           [E, N, K] or [E, K, N], a's dtype
     out         [M, N] bf16, fp16 or fp32, written in place; [M, N/2] with epilogue='swiglu'
-    a_offsets   int32/uint32 [num_groups + 1] device prefix sums, a_offsets[0] == 0
+    a_offsets   int32/uint32 [num_groups + 1] device prefix sums, a_offsets[0] == 0; or None
+                with group_ends
     expert_ids  int32 [num_groups], -1 = inactive group
     usage_stats int32/uint32 [2] on the device: max rows in any group, active groups
+    group_ends  int32/uint32 [num_groups] device group ends in place of a_offsets (torch._grouped_mm's
+                offs: a_offsets without its leading zero), passed to the library as they are
     epilogue    'store', 'accumulate' (out += result), 'row_scale' (out = row_scale[m] * result) or
                 'swiglu' (the MoE gate_up: weight rows [0, N/2) gate, [N/2, N) up;
                 out[m, j] = silu(r[m, j]) * r[m, N/2 + j] on the fp32 result r, rounded once)
@@ -531,14 +552,45 @@ def grouped_matmul(
     synchronised: the call can be captured in a CUDA graph. Raises GgemmError
     (from the library), or TypeError / ValueError for tensors it cannot use.
     """
-    s = resolve_stream(stream, (a, b, out, a_offsets, expert_ids, usage_stats, row_scale, a_row_index))
-    built = _build_args(
-        a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=transpose_b, epilogue=epilogue,
-        row_scale=row_scale, num_groups=num_groups, max_rows_per_group=max_rows_per_group,
-        plane_splits=plane_splits, config=config, a_row_index=a_row_index, stream=s,
-    )
-    _launch("ggemm_grouped_matmul", built, s, handle)
+    # PyTorch tensors: the fast path (_torch_args), for every call its quick
+    # checks pass; the rest, and other array types, the general path.
+    fast = _torch_fast_path()
+    if fast is None or not fast.grouped_matmul(
+        a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue, row_scale, num_groups,
+        max_rows_per_group, plane_splits, config, a_row_index, group_ends, stream, handle,
+    ):
+        _grouped_matmul_general(
+            a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=transpose_b, epilogue=epilogue,
+            row_scale=row_scale, num_groups=num_groups, max_rows_per_group=max_rows_per_group,
+            plane_splits=plane_splits, config=config, a_row_index=a_row_index, group_ends=group_ends, stream=stream,
+            handle=handle,
+        )
     return out
+
+
+def _grouped_matmul_general(a: Any, b: Any, out: Any, a_offsets: Any, expert_ids: Any, usage_stats: Any, *,
+                            stream: Any = None, handle: Optional[Handle] = None, **options: Any) -> None:
+    """grouped_matmul through TensorInfo descriptions of any array type: every
+    check with its message, then the call."""
+    tensors = (a, b, out, a_offsets, expert_ids, usage_stats, options.get("row_scale"), options.get("a_row_index"),
+               options.get("group_ends"))
+    s = resolve_stream(stream, tensors)
+    built = _build_args(a, b, out, a_offsets, expert_ids, usage_stats, stream=s, **options)
+    _launch("ggemm_grouped_matmul", built, s, handle)
+
+
+_torch_args_module: Any = None
+
+
+def _torch_fast_path() -> Any:
+    """ggemm._torch_args once the caller's process has imported torch, else
+    None (ggemm itself never imports it)."""
+    global _torch_args_module
+    if _torch_args_module is None and "torch" in sys.modules:
+        from . import _torch_args
+
+        _torch_args_module = _torch_args
+    return _torch_args_module
 
 
 def handle_for(built: BuiltArgs, handle: Optional[Handle]) -> Handle:

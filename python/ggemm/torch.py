@@ -5,7 +5,7 @@
     y = ggemm.torch.moe_ffn(x, w_gate_up, w_down, topk_ids, topk_weights)   # the whole MoE layer
 
 Importing this module (it needs torch; the rest of the package does not)
-registers custom operators with fake (meta) implementations, so
+registers operators with fake (meta) implementations, so
 `torch.compile(fullgraph=True)` traces through them:
 
     torch.ops.ggemm.grouped_mm(a, b, offs, out_dtype)    -> Tensor   (torch._grouped_mm's semantics, autograd)
@@ -25,20 +25,25 @@ registers custom operators with fake (meta) implementations, so
 The operators take torch tensors only and fill the C argument structs
 straight from them (pointers, shapes, the current stream), which keeps the
 host time of a call low; the checks the C library makes (ranges, alignment,
-multiples of 8) are left to it, so its message is the one raised.
+multiples of 8) are left to it, so its message is the one raised. They are
+registered with torch.library.Library (schema, CUDA kernel, fake), not
+torch.library.custom_op, whose Python wrappers around each call (autograd,
+version counters, an aliasing check) cost several times the call itself
+(docs/performance.md): the CUDA kernels bump the version counters of what
+they write themselves, and the ops with no gradient raise on backward as
+custom_op's would.
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
 from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from . import _capi, _core, _moe
-from ._capi import Dtype, Epilogue, GroupedMatmulArgs, LoraExpandQkvArgs, LoraShrinkQkvArgs
+from . import _capi, _core, _moe, _torch_args
+from ._capi import Dtype, LoraExpandQkvArgs, LoraShrinkQkvArgs
 from ._workspace import TorchBackend
 
 __all__ = ["grouped_mm", "moe_combine", "moe_ffn", "moe_route"]
@@ -50,7 +55,7 @@ _OUTPUT = {torch.bfloat16: Dtype.BF16, torch.float16: Dtype.FP16, torch.float32:
 _INDEX = (torch.int32, torch.uint32)
 
 
-# ---- the fast path: torch tensors straight into the C structs -----------------
+# ---- torch tensors straight into the C structs (grouped_matmul's: _torch_args) ----
 
 
 def _need(t: Tensor, name: str, ndim: int, dtypes, device: int) -> None:
@@ -110,40 +115,17 @@ def _call(function: str, args, device: int, workspace: bool = False) -> None:
         _core.check(status)
 
 
-def _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue, row_scale,
-                         max_rows_per_group, a_row_index=None) -> None:
-    dev = _cuda_ordinal(out, "out")
-    _need(a, "a", 2, _OPERAND, dev)
-    _need(b, "b", 3, _OPERAND, dev)
-    _need(out, "out", 2, _OUTPUT, dev)
-    if b.dtype != a.dtype:
-        raise TypeError(f"b: dtype {b.dtype} differs from a's {a.dtype}")
-    epi = _core.parse_epilogue(epilogue)
-    m, n, k, e = _core.grouped_matmul_dims(a.shape, b.shape, out.shape, transpose_b=transpose_b, epilogue=epi,
-                                           gather=a_row_index is not None)
-    args = GroupedMatmulArgs()
-    args.a_dtype = args.b_dtype = _OPERAND[a.dtype]
-    args.c_dtype = _OUTPUT[out.dtype]
-    args.m, args.n, args.k, args.num_experts = m, n, k, e
-    args.a, args.b, args.c = a.data_ptr(), b.data_ptr(), out.data_ptr()
-    args.transpose_b = 1 if transpose_b else 0
-    args.epilogue = int(epi)
-    if a_row_index is not None:
-        _need(a_row_index, "a_row_index", 1, (torch.int32,), dev)
-        if a_row_index.shape[0] < m:
-            raise ValueError(f"a_row_index: has {a_row_index.shape[0]} entries, M is {m}")
-        args.a_row_index, args.a_rows = a_row_index.data_ptr(), a.shape[0]
-    if epi == Epilogue.ROW_SCALE:
-        if row_scale is None:
-            raise ValueError("epilogue='row_scale' needs row_scale, float32 [M]")
-        _need(row_scale, "row_scale", 1, (torch.float32,), dev)
-        if row_scale.shape[0] < m:
-            raise ValueError(f"row_scale: has {row_scale.shape[0]} entries, M is {m}")
-        args.row_scale = row_scale.data_ptr()
-    elif row_scale is not None:
-        raise ValueError(f"row_scale is read only by epilogue='row_scale' (epilogue is {epilogue!r})")
-    _routing(args, a_offsets, expert_ids, "expert_ids", usage_stats, max_rows_per_group, dev)
-    _call("ggemm_grouped_matmul", args, dev)
+def _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=True, epilogue="store",
+                         row_scale=None, max_rows_per_group=0, a_row_index=None, group_ends=None) -> None:
+    """ggemm.grouped_matmul's call on the current stream and the default
+    handle: the fast path (_torch_args) when its quick checks pass, else the
+    general one, which runs the call or says what is wrong with it."""
+    if not _torch_args.grouped_matmul(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue,
+                                      row_scale, None, max_rows_per_group, a_row_index=a_row_index,
+                                      group_ends=group_ends):
+        _core._grouped_matmul_general(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=transpose_b,
+                                      epilogue=epilogue, row_scale=row_scale, max_rows_per_group=max_rows_per_group,
+                                      a_row_index=a_row_index, group_ends=group_ends)
 
 
 def _lora_common(args, scale: float, accumulate: bool, a_offsets, adapter_ids, usage_stats, max_rows, dev) -> None:
@@ -193,46 +175,69 @@ def _lora_expand_impl(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_st
 
 # ---- the operators --------------------------------------------------------------
 
+# One library fragment holds every registration of the namespace; the
+# registrations last as long as it does (the module's lifetime).
+_LIB = torch.library.Library("ggemm", "FRAGMENT")
+_bump_version = torch.autograd.graph.increment_version  # what in-place torch ops do to what they write
 
-@torch.library.custom_op("ggemm::grouped_matmul", mutates_args=("out",), device_types="cuda")
-def _grouped_matmul_op(a: Tensor, b: Tensor, out: Tensor, a_offsets: Tensor, expert_ids: Tensor,
-                       usage_stats: Tensor, transpose_b: bool = True, epilogue: str = "store",
-                       row_scale: Optional[Tensor] = None, max_rows_per_group: int = 0,
-                       a_row_index: Optional[Tensor] = None) -> None:
+
+def _define(name: str, schema: str, kernel, fake) -> None:
+    """ggemm::name with `schema` (arguments written marked (a!), for
+    torch.compile's functionalization), `kernel` as its CUDA kernel (called by
+    the dispatcher as it is) and `fake` for tracing (FakeTensor and meta)."""
+    _LIB.define(name + schema, tags=(torch.Tag.pt2_compliant_tag,))
+    _LIB.impl(name, kernel, "CUDA")
+    torch.library.register_fake(f"ggemm::{name}", fake, lib=_LIB)
+
+
+def _no_gradient(name: str) -> None:
+    """An op with tensor outputs and no gradient formula: backward through it
+    raises (torch's fallback would only warn and give no gradient)."""
+
+    def backward(ctx, *grads):
+        raise RuntimeError(f"ggemm::{name} has no gradient: it is not differentiable (no autograd formula)")
+
+    torch.library.register_autograd(f"ggemm::{name}", backward, lib=_LIB)
+
+
+def _grouped_matmul_kernel(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=True, epilogue="store",
+                           row_scale=None, max_rows_per_group=0, a_row_index=None) -> None:
+    _bump_version(out)
     _grouped_matmul_impl(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b, epilogue, row_scale,
                          max_rows_per_group, a_row_index)
 
 
-@_grouped_matmul_op.register_fake
-def _(a, b, out, a_offsets, expert_ids, usage_stats, transpose_b=True, epilogue="store", row_scale=None,
-      max_rows_per_group=0, a_row_index=None) -> None:
-    return None
-
-
-@torch.library.custom_op("ggemm::lora_shrink_qkv", mutates_args=("p",), device_types="cuda")
-def _lora_shrink_op(x: Tensor, lora_a: Tensor, p: Tensor, a_offsets: Tensor, adapter_ids: Tensor,
-                    usage_stats: Tensor, scale: float = 1.0, accumulate: bool = False,
-                    max_rows_per_group: int = 0) -> None:
+def _lora_shrink_kernel(x, lora_a, p, a_offsets, adapter_ids, usage_stats, scale=1.0, accumulate=False,
+                        max_rows_per_group=0) -> None:
+    _bump_version(p)
     _lora_shrink_impl(x, lora_a, p, a_offsets, adapter_ids, usage_stats, scale, accumulate, max_rows_per_group)
 
 
-@_lora_shrink_op.register_fake
-def _(x, lora_a, p, a_offsets, adapter_ids, usage_stats, scale=1.0, accumulate=False, max_rows_per_group=0) -> None:
-    return None
-
-
-@torch.library.custom_op("ggemm::lora_expand_qkv", mutates_args=("q_out", "kv_out"), device_types="cuda")
-def _lora_expand_op(p: Tensor, lora_b: Tensor, q_out: Tensor, kv_out: Tensor, a_offsets: Tensor,
-                    adapter_ids: Tensor, usage_stats: Tensor, scale: float = 1.0, accumulate: bool = False,
-                    max_rows_per_group: int = 0) -> None:
+def _lora_expand_kernel(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale=1.0, accumulate=False,
+                        max_rows_per_group=0) -> None:
+    _bump_version(q_out)
+    _bump_version(kv_out)
     _lora_expand_impl(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale, accumulate,
                       max_rows_per_group)
 
 
-@_lora_expand_op.register_fake
-def _(p, lora_b, q_out, kv_out, a_offsets, adapter_ids, usage_stats, scale=1.0, accumulate=False,
-      max_rows_per_group=0) -> None:
+def _writes_only(*args, **kwargs) -> None:
     return None
+
+
+_define("grouped_matmul",
+        "(Tensor a, Tensor b, Tensor(a!) out, Tensor a_offsets, Tensor expert_ids, Tensor usage_stats, "
+        "bool transpose_b=True, str epilogue=\"store\", Tensor? row_scale=None, SymInt max_rows_per_group=0, "
+        "Tensor? a_row_index=None) -> ()",
+        _grouped_matmul_kernel, _writes_only)
+_define("lora_shrink_qkv",
+        "(Tensor x, Tensor lora_a, Tensor(a!) p, Tensor a_offsets, Tensor adapter_ids, Tensor usage_stats, "
+        "float scale=1., bool accumulate=False, SymInt max_rows_per_group=0) -> ()",
+        _lora_shrink_kernel, _writes_only)
+_define("lora_expand_qkv",
+        "(Tensor p, Tensor lora_b, Tensor(a!) q_out, Tensor(b!) kv_out, Tensor a_offsets, Tensor adapter_ids, "
+        "Tensor usage_stats, float scale=1., bool accumulate=False, SymInt max_rows_per_group=0) -> ()",
+        _lora_expand_kernel, _writes_only)
 
 
 # ---- the MoE layer --------------------------------------------------------------
@@ -246,7 +251,7 @@ def _routing_inputs(topk_ids: Tensor, topk_weights: Tensor, dev: int) -> Tuple[i
     return _moe.routing_dims(topk_ids.shape, topk_weights.shape)
 
 
-def _moe_ffn_impl(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert, num_experts) -> Tensor:
+def _moe_ffn_impl(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert=0, num_experts=None) -> Tensor:
     dev = _cuda_ordinal(x, "x")
     _need(x, "x", 2, _OPERAND, dev)
     _need(w_gate_up, "w_gate_up", 3, (x.dtype,), dev)
@@ -269,7 +274,7 @@ def _routing_outputs(topk_ids: Tensor, num_experts: int, first_expert: int, loca
     return local, {name: (shape, getattr(torch, dtypes[0])) for name, (shape, dtypes) in layout.items()}
 
 
-def _moe_route_impl(topk_ids, topk_weights, num_experts, first_expert, local_experts) -> Tuple[Tensor, ...]:
+def _moe_route_impl(topk_ids, topk_weights, num_experts, first_expert=0, local_experts=None) -> Tuple[Tensor, ...]:
     dev = _cuda_ordinal(topk_ids, "topk_ids")
     t, k = _routing_inputs(topk_ids, topk_weights, dev)
     local, layout = _routing_outputs(topk_ids, num_experts, first_expert, local_experts)
@@ -282,7 +287,7 @@ def _moe_route_impl(topk_ids, topk_weights, num_experts, first_expert, local_exp
     return tuple(outs.values())
 
 
-def _moe_combine_impl(y, slot_row, out_dtype) -> Tensor:
+def _moe_combine_impl(y, slot_row, out_dtype=None) -> Tensor:
     dev = _cuda_ordinal(y, "y")
     _need(y, "y", 2, _OPERAND, dev)
     _need(slot_row, "slot_row", 2, _INT32, dev)
@@ -296,37 +301,31 @@ def _moe_combine_impl(y, slot_row, out_dtype) -> Tensor:
     return out
 
 
-@torch.library.custom_op("ggemm::moe_ffn", mutates_args=(), device_types="cuda")
-def _moe_ffn_op(x: Tensor, w_gate_up: Tensor, w_down: Tensor, topk_ids: Tensor, topk_weights: Tensor,
-                first_expert: int = 0, num_experts: Optional[int] = None) -> Tensor:
-    return _moe_ffn_impl(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert, num_experts)
-
-
-@_moe_ffn_op.register_fake
-def _(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert=0, num_experts=None):
+def _moe_ffn_fake(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert=0, num_experts=None):
     return x.new_empty((x.shape[0], x.shape[1]))
 
 
-@torch.library.custom_op("ggemm::moe_route", mutates_args=(), device_types="cuda")
-def _moe_route_op(topk_ids: Tensor, topk_weights: Tensor, num_experts: int, first_expert: int = 0,
-                  local_experts: Optional[int] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    return _moe_route_impl(topk_ids, topk_weights, num_experts, first_expert, local_experts)
-
-
-@_moe_route_op.register_fake
-def _(topk_ids, topk_weights, num_experts, first_expert=0, local_experts=None):
+def _moe_route_fake(topk_ids, topk_weights, num_experts, first_expert=0, local_experts=None):
     _, layout = _routing_outputs(topk_ids, num_experts, first_expert, local_experts)
     return tuple(topk_ids.new_empty(shape, dtype=dtype) for shape, dtype in layout.values())
 
 
-@torch.library.custom_op("ggemm::moe_combine", mutates_args=(), device_types="cuda")
-def _moe_combine_op(y: Tensor, slot_row: Tensor, out_dtype: Optional[torch.dtype] = None) -> Tensor:
-    return _moe_combine_impl(y, slot_row, out_dtype)
-
-
-@_moe_combine_op.register_fake
-def _(y, slot_row, out_dtype=None):
+def _moe_combine_fake(y, slot_row, out_dtype=None):
     return y.new_empty((slot_row.shape[0], y.shape[1]), dtype=out_dtype or y.dtype)
+
+
+_define("moe_ffn",
+        "(Tensor x, Tensor w_gate_up, Tensor w_down, Tensor topk_ids, Tensor topk_weights, SymInt first_expert=0, "
+        "SymInt? num_experts=None) -> Tensor",
+        _moe_ffn_impl, _moe_ffn_fake)
+_define("moe_route",
+        "(Tensor topk_ids, Tensor topk_weights, SymInt num_experts, SymInt first_expert=0, "
+        "SymInt? local_experts=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)",
+        _moe_route_impl, _moe_route_fake)
+_define("moe_combine", "(Tensor y, Tensor slot_row, ScalarType? out_dtype=None) -> Tensor", _moe_combine_impl,
+        _moe_combine_fake)
+for _name in ("moe_ffn", "moe_route", "moe_combine"):
+    _no_gradient(_name)
 
 
 def _eager() -> bool:
@@ -364,28 +363,6 @@ def moe_combine(y: Tensor, slot_row: Tensor, out_dtype: Optional[torch.dtype] = 
 
 # ---- grouped_mm: torch._grouped_mm's 2D x 3D case ----------------------------------
 
-# Per (device, E): the expert ids 0..E-1, the usage stats [0, E] and a
-# leading zero for the offsets, which a call with torch's offsets needs (only
-# usage_stats[1], the active groups, is read on the device; [0] sizes nothing
-# there). Read-only, so safe to share between calls and streams.
-_routing_cache: Dict[Tuple[int, int], Tuple[Tensor, Tensor, Tensor]] = {}
-_routing_lock = threading.Lock()
-
-
-def _expert_routing(device: torch.device, experts: int) -> Tuple[Tensor, Tensor, Tensor]:
-    key = (device.index if device.index is not None else torch.cuda.current_device(), experts)
-    cached = _routing_cache.get(key)
-    if cached is not None:
-        return cached
-    ids = torch.arange(experts, dtype=torch.int32, device=device)
-    usage = torch.zeros(2, dtype=torch.int32, device=device)
-    usage[1] = experts
-    zero = torch.zeros(1, dtype=torch.int32, device=device)
-    if torch.cuda.is_current_stream_capturing():
-        return ids, usage, zero  # made inside a capture: the graph's own memory, not cached
-    with _routing_lock:
-        return _routing_cache.setdefault(key, (ids, usage, zero))
-
 
 def _weights_as_ggemm(b: Tensor) -> Tuple[Tensor, bool]:
     """b [E, K, N] as ggemm's weights: a transposed view of a contiguous
@@ -399,30 +376,28 @@ def _weights_as_ggemm(b: Tensor) -> Tuple[Tensor, bool]:
     return b.contiguous(), False
 
 
-def _grouped_mm_impl(a: Tensor, b: Tensor, offs: Tensor, out_dtype: Optional[torch.dtype]) -> Tensor:
+def _grouped_mm_impl(a: Tensor, b: Tensor, offs: Tensor, out_dtype: Optional[torch.dtype] = None) -> Tensor:
+    # The common call (CUDA tensors, a contiguous, b a view of either weight
+    # layout, int32 offs) in one pass: torch's offs go to the library as the
+    # group ends they are, no extra kernel (_torch_args.grouped_mm).
+    out = _torch_args.grouped_mm(a, b, offs, out_dtype)
+    if out is not None:
+        return out
+    # Everything else: copies where ggemm needs them, then the checked path.
     m, k = a.shape
     experts, _, n = b.shape
     out = torch.empty((m, n), dtype=out_dtype or a.dtype, device=a.device)
     if m == 0:
         return out
     weights, transpose_b = _weights_as_ggemm(b)
-    ids, usage, zero = _expert_routing(a.device, experts)
-    # ggemm's offsets start at 0: [0, offs...], one small kernel (pad would
-    # launch two), no host sync. A fresh tensor per call, so calls on other
-    # streams never share it.
-    a_offsets = torch.cat((zero, offs.to(torch.int32)))
-    _grouped_matmul_impl(a.contiguous(), weights, out, a_offsets, ids, usage, transpose_b, "store", None, 0)
+    ids, usage = _torch_args.expert_routing(a, a.get_device(), experts)
+    ends = offs if offs.dtype == torch.int32 else offs.to(torch.int32)
+    _grouped_matmul_impl(a.contiguous(), weights, out, None, ids, usage, transpose_b, group_ends=ends)
     return out
 
 
-@torch.library.custom_op("ggemm::grouped_mm", mutates_args=(), device_types="cuda")
-def _grouped_mm_op(a: Tensor, b: Tensor, offs: Tensor, out_dtype: Optional[torch.dtype] = None) -> Tensor:
-    return _grouped_mm_impl(a, b, offs, out_dtype)
-
-
-@_grouped_mm_op.register_fake
-def _(a, b, offs, out_dtype=None):
-    return a.new_empty((a.shape[0], b.shape[2]), dtype=out_dtype or a.dtype)
+_define("grouped_mm", "(Tensor a, Tensor b, Tensor offs, ScalarType? out_dtype=None) -> Tensor", _grouped_mm_impl,
+        lambda a, b, offs, out_dtype=None: a.new_empty((a.shape[0], b.shape[2]), dtype=out_dtype or a.dtype))
 
 
 def _grouped_mm_setup(ctx, inputs, output) -> None:
@@ -444,7 +419,7 @@ def _grouped_mm_backward(ctx, grad):
     return grad_a, grad_b, None, None
 
 
-torch.library.register_autograd("ggemm::grouped_mm", _grouped_mm_backward, setup_context=_grouped_mm_setup)
+torch.library.register_autograd("ggemm::grouped_mm", _grouped_mm_backward, setup_context=_grouped_mm_setup, lib=_LIB)
 
 
 def grouped_mm(a: Tensor, b: Tensor, offs: Tensor, out_dtype: Optional[torch.dtype] = None) -> Tensor:
@@ -453,14 +428,14 @@ def grouped_mm(a: Tensor, b: Tensor, offs: Tensor, out_dtype: Optional[torch.dty
     a     [M, K] bf16/fp16, rows sorted by group
     b     [E, K, N] (a transposed view of a contiguous [E, N, K], as w.transpose(-2, -1),
           is read without a copy)
-    offs  int32 [E] on the device: group g owns rows [offs[g-1], offs[g]) (offs[-1] = 0)
+    offs  int32 [E] on the device: group g owns rows [offs[g-1], offs[g]) (offs[-1] = 0),
+          passed to the library as they are (its group_ends)
     Returns a new [M, N] tensor (out_dtype, default a's); rows at or past offs[-1]
     belong to no group and are left unwritten, as torch leaves them. Differentiable:
     the input gradient runs on ggemm, the weight gradient on torch._grouped_mm.
     """
-    # Eager calls that autograd need not record skip the operator's dispatch
-    # (~20 us of host time on the H200); traced calls and calls with
-    # gradients go through it.
+    # Eager calls that autograd need not record skip the operator's dispatch;
+    # traced calls and calls with gradients go through it.
     if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
         return torch.ops.ggemm.grouped_mm(a, b, offs, out_dtype)
     return _grouped_mm_impl(a, b, offs, out_dtype)

@@ -74,6 +74,27 @@ def test_bf16_store(handle, transpose_b):
     assert (out[offsets[-1] :] == 7.0).all(), "rows past the last group were written"
 
 
+@pytest.mark.parametrize("path", ["fast", "general"])
+def test_group_ends_say_what_offsets_say(handle, monkeypatch, path):
+    """group_ends (torch's offs: a_offsets without the leading zero) passed to
+    the library as they are, through the torch fast path and the general one
+    (the fast path switched off): the same bits as with a_offsets."""
+    if path == "general":
+        monkeypatch.setattr(ggemm._core, "_torch_fast_path", lambda: None)
+    offsets_t, ids_t, stats_t, offsets = routing(ROWS, IDS)
+    m = offsets[-1] + TAIL
+    a = torch.randn(m, K, device=DEV).to(torch.bfloat16)
+    b = torch.randn(E, N, K, device=DEV).to(torch.bfloat16)
+    want = torch.full((m, N), 7.0, dtype=torch.bfloat16, device=DEV)
+    got = want.clone()
+    ggemm.grouped_matmul(a, b, want, offsets_t, ids_t, stats_t, handle=handle)
+    ends = torch.full((len(ROWS) + 1,), 99, dtype=torch.int32, device=DEV)  # [0] is not the call's
+    ends[1:] = offsets_t[1:]
+    ggemm.grouped_matmul(a, b, got, None, ids_t, stats_t, group_ends=ends[1:], handle=handle)
+    torch.cuda.synchronize()
+    assert torch.equal(got, want)
+
+
 def test_fp16_in_fp32_out_default_handle():
     offsets_t, ids_t, stats_t, offsets = routing(ROWS, IDS)
     m = offsets[-1]

@@ -108,6 +108,52 @@ def test_grouped_matmul_op_takes_a_gather_index():
         torch.ops.ggemm.grouped_matmul(x, w, h, i, i[:4], i[:2], True, "swiglu", None, 0, i.new_empty(10))
 
 
+def _matmul_on(device, m=40, n=64, k=128, e=4, groups=4):
+    return (torch.empty(m, k, dtype=torch.bfloat16, device=device), torch.empty(e, n, k, dtype=torch.bfloat16, device=device),
+            torch.empty(m, n, dtype=torch.bfloat16, device=device), torch.empty(groups + 1, dtype=torch.int32, device=device),
+            torch.empty(groups, dtype=torch.int32, device=device), torch.empty(2, dtype=torch.int32, device=device))
+
+
+def test_ops_declare_what_they_write():
+    """The schemas torch.compile's functionalization reads: out, p, q_out and
+    kv_out are written in place, nothing else is."""
+    written = {}
+    for name in ("grouped_matmul", "lora_shrink_qkv", "lora_expand_qkv", "grouped_mm", "moe_ffn"):
+        schema = getattr(torch.ops.ggemm, name).default._schema
+        written[name] = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        assert torch.Tag.pt2_compliant_tag in getattr(torch.ops.ggemm, name).default.tags
+    assert written == {"grouped_matmul": ["out"], "lora_shrink_qkv": ["p"], "lora_expand_qkv": ["q_out", "kv_out"],
+                       "grouped_mm": [], "moe_ffn": []}
+
+
+def test_compile_fullgraph_functionalizes_the_mutating_op():
+    """Traced on meta tensors through AOT autograd (functionalization of the
+    in-place write, the fake kernel as meta kernel): the op stays one node."""
+    seen = []
+
+    def record(gm, inputs):  # auto_functionalized(op, ...) calls the op on what it writes
+        seen.extend(str(n.args[0]) for n in gm.graph.nodes if "auto_functionalized" in str(n.target))
+        return gm.forward
+
+    def step(a, b, out, o, i, u):
+        torch.ops.ggemm.grouped_matmul(a, b, out, o, i, u, True, "store", None, 0)
+        return out * 2
+
+    from torch._dynamo.backends.common import aot_autograd
+
+    got = torch.compile(step, backend=aot_autograd(fw_compiler=record), fullgraph=True)(*_matmul_on("meta"))
+    assert tuple(got.shape) == (40, 64)
+    assert seen == ["ggemm.grouped_matmul.default"], seen
+
+
+def test_backward_through_an_op_without_a_gradient_raises():
+    x, wgu, wd, ids, w = _moe_on("meta")
+    x.requires_grad_(True)
+    y = torch.ops.ggemm.moe_ffn(x, wgu, wd, ids, w, 0, None)
+    with pytest.raises(RuntimeError, match="ggemm::moe_ffn has no gradient"):
+        y.sum().backward()
+
+
 # ---- on the GPU ---------------------------------------------------------------
 
 

@@ -3,8 +3,9 @@
 // Shapes are small and bounded (M <= 64, N, K <= 64, E <= 4, groups <= 8) and
 // in the contract (a == b dtype in bf16/fp16, c in bf16/fp16/fp32, valid
 // plane splits), while everything the device reads at run time is arbitrary:
-// a_offsets (decreasing, past M, 0xFFFFFFFF), expert ids (negative, at or
-// past E), the active count in expert_usage_stats[1] (past num_groups). Every
+// a_offsets (decreasing, past M, 0xFFFFFFFF; or the same ends passed as
+// group_ends), expert ids (negative, at or past E), the active count in
+// expert_usage_stats[1] (past num_groups). Every
 // buffer is its own heap block of exactly the size the contract gives (A has
 // 3 * M rows with plane splits; row_scale is NULL unless the epilogue reads
 // it), so ASan reports any read or write outside it.
@@ -16,7 +17,7 @@
 //      rule, independently of the reference's code;
 //   3. rows of inactive groups (expert id outside [0, E)) are zeros for
 //      STORE / ROW_SCALE and untouched for ACCUMULATE;
-//   4. the inputs (A, B, a_offsets, expert_ids, stats, row_scale) are unchanged;
+//   4. the inputs (A, B, a_offsets / group_ends, expert_ids, stats, row_scale) are unchanged;
 //   5. with finite inputs, active rows match a naive double-precision
 //      product within the rounding of c_dtype;
 //   6. the result does not depend on the thread count (bitwise).
@@ -174,6 +175,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 1: stats[1] = p.ConsumeBool() ? 0xFFFFFFFFu : 0x80000000u; break;
     default: stats[1] = p.ConsumeIntegralInRange<uint32_t>(0, uint32_t(G) + 2); break;
   }
+  // The same groups as group_ends (a_offsets[1..], in a block of G entries
+  // of its own), a_offsets NULL. Decoded last, so earlier inputs keep their meaning.
+  const bool ends_given = p.ConsumeBool();
+  Block ends_b(G * sizeof(uint32_t));
+  std::memcpy(ends_b.data(), off + 1, G * sizeof(uint32_t));
 
   // ---- host buffers of exactly the contract's sizes -------------------------
   const size_t a_rows = size_t(planes ? 3 * M : M);
@@ -207,7 +213,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.b = B.data();
   a.c = C.data();
   a.transpose_b = transpose_b ? 1 : 0;
-  a.a_offsets = off;
+  a.a_offsets = ends_given ? nullptr : off;
+  a.group_ends = ends_given ? static_cast<const uint32_t *>(ends_b.data()) : nullptr;
   a.expert_ids = ids;
   a.expert_usage_stats = stats;
   a.num_groups = G;
@@ -219,7 +226,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.config = nullptr;
 
   const std::vector<uint8_t> a0 = A.copy(), b0 = B.copy(), c0 = C.copy(), off0 = off_b.copy(), ids0 = ids_b.copy(),
-                             stats0 = stats_b.copy();
+                             stats0 = stats_b.copy(), ends0 = ends_b.copy();
   const std::vector<uint8_t> s0_copy = S ? S->copy() : std::vector<uint8_t>();
 
   if (const char *v = std::getenv("GGEMM_FUZZ_VERBOSE"); v && *v == '1') {  // what each input decodes to
@@ -239,7 +246,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   // ---- property 4: inputs untouched -----------------------------------------
   if (!A.equals(a0) || !B.equals(b0) || !off_b.equals(off0) || !ids_b.equals(ids0) || !stats_b.equals(stats0) ||
-      (S && !S->equals(s0_copy)))
+      !ends_b.equals(ends0) || (S && !S->equals(s0_copy)))
     violation("an input buffer was modified", a, -1, -1, off, ids, stats);
 
   // ---- the groups, from the rule in ggemm_reference.h ------------------------
@@ -247,8 +254,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::vector<int64_t> owner(size_t(M), -1);
   const int64_t num_active = std::min<int64_t>(int64_t(stats[1]), G);
   int64_t prev_end = 0;
-  for (int64_t g = 0; g < num_active; ++g) {
-    const int64_t start = std::min<int64_t>(std::max<int64_t>(off[g], prev_end), M);
+  for (int64_t g = 0; g < num_active; ++g) {  // a_offsets[0] is never read: group 0 from row 0
+    const int64_t start = prev_end;
     const int64_t end = std::min<int64_t>(std::max<int64_t>(off[g + 1], start), M);
     for (int64_t m = start; m < end; ++m) owner[size_t(m)] = g;
     prev_end = end;

@@ -163,15 +163,21 @@ struct Verdict {
 
 bool aligned(const void *p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0; }
 
-Verdict model(const ggemm_grouped_matmul_args &a, bool config_given) {
+// The struct's size in 0.1.0, before group_ends: accepted, group_ends NULL.
+constexpr size_t kArgsSize010 = offsetof(ggemm_grouped_matmul_args, group_ends);
+
+Verdict model(const ggemm_grouped_matmul_args &caller, bool config_given) {
   Verdict v;
   auto must = [&](bool bad, ggemm_status s) {
     if (bad) v.must.insert(s);
   };
-  if (a.struct_size != sizeof(ggemm_grouped_matmul_args)) {
+  if (caller.struct_size != sizeof(ggemm_grouped_matmul_args) && caller.struct_size != kArgsSize010) {
     v.must.insert(GGEMM_STATUS_INVALID_VALUE);
     return v;  // the rest of the struct has no defined meaning
   }
+  // The fields past an earlier version's size are not the caller's: zero.
+  ggemm_grouped_matmul_args a = caller;
+  if (a.struct_size == kArgsSize010) a.group_ends = nullptr;
   const int32_t at = get_enum(&a.a_dtype), bt = get_enum(&a.b_dtype), ct = get_enum(&a.c_dtype);
   must(at != GGEMM_DTYPE_BF16 && at != GGEMM_DTYPE_FP16, GGEMM_STATUS_INVALID_DTYPE);
   must(bt != at, GGEMM_STATUS_INVALID_DTYPE);
@@ -211,6 +217,8 @@ Verdict model(const ggemm_grouped_matmul_args &a, bool config_given) {
     must(!bad_dim(a.n, true) && a.n % 16 != 0, GGEMM_STATUS_INVALID_DIMENSION);
     must(get_enum(&a.c_dtype) == GGEMM_DTYPE_FP32, GGEMM_STATUS_INVALID_DTYPE);
   }
+  // The groups come from a_offsets or group_ends, never both (whatever m is).
+  must(a.a_offsets && a.group_ends, GGEMM_STATUS_INVALID_VALUE);
   // Gather on load: no plane splits; A's rows a 32-bit dimension whose
   // bytes stay addressable with K.
   if (a.a_row_index) {
@@ -239,7 +247,8 @@ Verdict model(const ggemm_grouped_matmul_args &a, bool config_given) {
   matrix(a.a);
   matrix(a.b);
   matrix(a.c);
-  index(a.a_offsets);
+  if (a.group_ends && !a.a_offsets) index(a.group_ends);
+  else if (!a.group_ends) index(a.a_offsets);  // NULL: neither is given
   index(a.expert_ids);
   index(a.expert_usage_stats);
   if (ep == GGEMM_EPILOGUE_ROW_SCALE) index(a.row_scale);
@@ -263,12 +272,13 @@ Verdict model(const ggemm_grouped_matmul_args &a, bool config_given) {
     std::fprintf(stderr,
                  "    struct_size=%zu a/b/c_dtype=%d/%d/%d m=%lld n=%lld k=%lld E=%lld groups=%lld "
                  "max_rows=%lld transpose_b=%d epilogue=%d splits=(%lld,%lld)\n"
-                 "    a=%p b=%p c=%p a_offsets=%p expert_ids=%p stats=%p row_scale=%p config=%p\n",
+                 "    a=%p b=%p c=%p a_offsets=%p group_ends=%p expert_ids=%p stats=%p row_scale=%p config=%p\n",
                  a->struct_size, get_enum(&a->a_dtype), get_enum(&a->b_dtype), get_enum(&a->c_dtype),
                  (long long)a->m, (long long)a->n, (long long)a->k, (long long)a->num_experts,
                  (long long)a->num_groups, (long long)a->max_rows_per_group, a->transpose_b,
                  get_enum(&a->epilogue), (long long)a->a_plane_split0, (long long)a->a_plane_split1, a->a, a->b,
-                 a->c, (const void *)a->a_offsets, (const void *)a->expert_ids,
+                 a->c, (const void *)a->a_offsets,
+                 (const void *)(a->struct_size >= sizeof *a ? a->group_ends : nullptr), (const void *)a->expert_ids,
                  (const void *)a->expert_usage_stats, (const void *)a->row_scale, (const void *)a->config);
   }
   if (v) {
@@ -362,6 +372,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   switch (p.ConsumeIntegralInRange<int>(0, 15)) {
     case 0: a.struct_size = p.ConsumeIntegral<size_t>(); break;
     case 1: a.struct_size = p.ConsumeIntegralInRange<size_t>(0, 2 * sizeof a); break;
+    case 15: a.struct_size = kArgsSize010; break;  // a caller built against 0.1.0
     default: a.struct_size = sizeof a; break;
   }
   // Start from a valid call, then let the input perturb any field, so that
@@ -411,6 +422,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (on(22)) {  // gather on load
     a.a_row_index = fake<const int32_t>(pick_ptr(p));
     a.a_rows = pick_dim(p);
+  }
+  if (on(23)) {  // group ends, mostly in place of a_offsets
+    a.group_ends = fake<const uint32_t>(pick_ptr(p));
+    if (!on(24)) a.a_offsets = nullptr;
   }
 
   // An optional config override (a real struct: a library with a handle

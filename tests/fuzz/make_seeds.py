@@ -46,14 +46,16 @@ class Stream:
 
 
 # ---- fuzz_validate ------------------------------------------------------------
-ARGS_SIZE = 168  # sizeof(ggemm_grouped_matmul_args) on x86-64
+ARGS_SIZE = 192  # sizeof(ggemm_grouped_matmul_args) on x86-64
+ARGS_SIZE_010 = 184  # its size in 0.1.0, before group_ends
+# group_ends (bit 23) replaces a_offsets unless bit 24 ("keep_a_offsets") is set too.
 BITS = {"a_dtype": 0, "b_dtype": 1, "c_dtype": 2, "m": 3, "n": 4, "k": 5, "num_experts": 6, "a": 7, "b": 8,
         "c": 9, "transpose_b": 10, "a_offsets": 11, "expert_ids": 12, "expert_usage_stats": 13,
         "num_groups": 14, "max_rows_per_group": 15, "splits": 16, "epilogue": 17, "row_scale": 18,
-        "config": 19}
+        "config": 19, "group_ends": 23, "keep_a_offsets": 24}
 ORDER = sorted(BITS, key=BITS.get)
 DIMS = {"m", "n", "k", "num_experts", "num_groups", "max_rows_per_group"}
-PTRS = {"a", "b", "c", "a_offsets", "expert_ids", "expert_usage_stats", "row_scale"}
+PTRS = {"a", "b", "c", "a_offsets", "expert_ids", "expert_usage_stats", "row_scale", "group_ends"}
 ENUMS = {"a_dtype", "b_dtype", "c_dtype", "transpose_b", "epilogue"}
 
 
@@ -63,6 +65,8 @@ def validate_seed(fields=None, struct_size=None, config=None):
     s = Stream().u8(0)  # mode: an args struct
     if struct_size is None:
         s.range(0, 15, 2)  # sizeof
+    elif struct_size == ARGS_SIZE_010:
+        s.range(0, 15, 15)  # the 0.1.0 size
     else:
         s.range(0, 15, 1).range(0, 2 * ARGS_SIZE, struct_size)
     perturb = 0
@@ -116,13 +120,20 @@ VALIDATE = {
     "transpose-b-2": validate_seed({"transpose_b": 2}),
     "config-tile-m-256": validate_seed(config=[128, 256, 64, 64, 256, 16, 1, 1, 1, 0, 128, 128]),
     "config-cta-group-2": validate_seed(config=[0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0]),
+    "struct-size-010": validate_seed(struct_size=ARGS_SIZE_010),
+    "struct-size-010-group-ends-ignored": validate_seed({"group_ends": 0x40004}, struct_size=ARGS_SIZE_010),
+    "group-ends": validate_seed({"group_ends": 0x40004}),
+    "group-ends-and-a-offsets": validate_seed({"group_ends": 0x40004, "keep_a_offsets": 1}),
+    "group-ends-misaligned-2": validate_seed({"group_ends": 0x40002}),
+    "group-ends-null-m-zero": validate_seed({"m": 0, "group_ends": 0}),
 }
 
 
 # ---- fuzz_reference -----------------------------------------------------------
 def reference_seed(M, N, K, E, G, in_bf16, out_index, epi_index, transpose, splits, raw, threads, seed,
-                   offsets=None, sizes=None, ids=(), stats0=0, active=None):
-    """offsets: G+1 raw uint32 (malformed); sizes: G-1 group sizes (well formed)."""
+                   offsets=None, sizes=None, ids=(), stats0=0, active=None, group_ends=False):
+    """offsets: G+1 raw uint32 (malformed); sizes: G-1 group sizes (well formed);
+    group_ends: pass offsets[1:] as group_ends instead."""
     s = Stream()
     mult8 = N % 8 == 0 and K % 8 == 0
     s.range(0, 64, M).range(0, 3, 1 if mult8 else 0)
@@ -149,6 +160,7 @@ def reference_seed(M, N, K, E, G, in_bf16, out_index, epi_index, transpose, spli
         s.range(0, 3, 2).range(0, G + 2, G)
     else:
         s.range(0, 3, 0).u32(active)
+    s.boolean(group_ends)
     return s.data()
 
 
@@ -167,6 +179,11 @@ REFERENCE = {
     "m-zero": reference_seed(0, 8, 8, 1, 1, True, 0, 0, True, None, False, False, 6, sizes=[], ids=[0]),
     "active-past-groups": reference_seed(20, 16, 8, 2, 2, True, 0, 0, True, None, False, True, 7,
                                          offsets=[0, 20, 20], ids=[1, 0], active=3),
+    "group-ends-moe": reference_seed(64, 64, 64, 4, 4, True, 0, 0, True, None, False, True, 8,
+                                     sizes=[16, 0, 24], ids=[0, 1, 2, 3], group_ends=True),
+    "group-ends-malformed": reference_seed(33, 24, 16, 3, 6, True, 1, 1, True, None, False, True, 9,
+                                           offsets=[5, 3, 40, 0xFFFFFFFF, 7, 33, 2**31],
+                                           ids=[-1, 3, 2**31 - 1, -2**31, 0, 2], active=5, group_ends=True),
 }
 
 

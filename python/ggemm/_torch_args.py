@@ -1,0 +1,257 @@
+"""torch tensors straight into ggemm_grouped_matmul_args, and the call.
+
+The fast path of ggemm.grouped_matmul when its tensors are torch tensors, and
+the body of ggemm.torch's grouped_matmul and grouped_mm (imported only where
+torch already is). Per call, each tensor's attributes are read once, dtypes
+map through dicts keyed by torch's dtype objects, and the calling thread's
+own argument struct is packed in one call and passed by address: no
+TensorInfo objects, no struct built field by field, no stream or handle
+lookups past a dict.
+
+Only what the library cannot see from bare pointers is checked here: rank,
+dtype, packing and device of each tensor, the shapes that must agree, the
+routing arrays' lengths. A call these quick checks do not pass is left
+untouched (the functions return False / None) for the general path
+(_core._grouped_matmul_general), which either accepts it (e.g. a
+framework-neutral case the quick checks do not model) or raises the error
+that names the argument. Ranges, multiples of 8 and alignment are the
+library's checks, and its message is the one raised.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+
+from . import _capi, _core
+from ._capi import GroupedMatmulArgs
+
+_Tensor = torch.Tensor
+_INT32, _FLOAT32 = torch.int32, torch.float32
+# ggemm_dtype codes by torch dtype.
+_OPERAND = {torch.bfloat16: 1, torch.float16: 2}
+_OUTPUT = {torch.bfloat16: 1, torch.float16: 2, torch.float32: 3}
+_INDEX = frozenset(d for d in (torch.int32, getattr(torch, "uint32", None)) if d is not None)
+# The epilogues as _core.parse_epilogue reads them, in their exact spellings
+# (other spellings take the general path); Epilogue members hash as their ints.
+_EPILOGUES = {"store": 0, "accumulate": 1, "row_scale": 2, "rowscale": 2, "swiglu": 3, 0: 0, 1: 1, 2: 2, 3: 3}
+_SWIGLU, _ROW_SCALE = 3, 2
+_NO_SPLITS = (0, 0)
+
+_SIZE = ctypes.sizeof(GroupedMatmulArgs)
+_PACK = _capi.struct_packer(GroupedMatmulArgs).pack_into
+_FUNCTION = "ggemm_grouped_matmul"
+
+
+class _ThreadArgs(threading.local):
+    """The calling thread's argument struct. The library reads it only during
+    the call, so one per thread serves every call the thread makes."""
+
+    def __init__(self) -> None:
+        self.args = GroupedMatmulArgs()
+        self.address = ctypes.addressof(self.args)
+
+
+_mine = _ThreadArgs()
+
+# Per CUDA ordinal: the default handle's pointer and the library function it
+# calls (the handle lives as long as the process: _core.default_handle).
+_defaults: Dict[int, Tuple[int, Any]] = {}
+
+
+def _default_entry(device: int) -> Tuple[int, Any]:
+    entry = _defaults.get(device)
+    if entry is None:
+        h = _core.default_handle(device)
+        entry = _defaults.setdefault(device, (h.ptr, _capi.raw_function(h._lib, _FUNCTION)))
+    return entry
+
+
+def _call(address: int, device: int, stream: Any, handle: Optional[_core.Handle]) -> bool:
+    """Calls the library with the struct at `address` on `handle` (default:
+    the device's) and `stream` (default: PyTorch's current stream of the
+    device); raises GgemmError when it refuses the call. False, with nothing
+    called, for a handle of another device (the general path says why)."""
+    if handle is None:
+        handle_ptr, fn = _defaults.get(device) or _default_entry(device)
+    elif handle.device != device:
+        return False
+    else:
+        handle_ptr, fn = handle.ptr, _capi.raw_function(handle._lib, _FUNCTION)
+    status = fn(handle_ptr, address, torch._C._cuda_getCurrentRawStream(device) if stream is None
+                else _core.stream_handle(stream))
+    if status:
+        _core.check(status)
+    return True
+
+
+def _vector(t: Any, dtypes: Any, device: int) -> int:
+    """The entry count of a 1-D contiguous tensor of one of `dtypes` on
+    `device`, else -1."""
+    if not isinstance(t, _Tensor):
+        return -1
+    try:
+        (n,) = t.shape
+    except ValueError:
+        return -1
+    if t.dtype not in dtypes or not t.is_contiguous() or t.get_device() != device:
+        return -1
+    return n
+
+
+def grouped_matmul(a: Any, b: Any, out: Any, a_offsets: Any, expert_ids: Any, usage_stats: Any,
+                   transpose_b: Any = True, epilogue: Any = "store", row_scale: Any = None,
+                   num_groups: Any = None, max_rows_per_group: Any = 0, plane_splits: Any = _NO_SPLITS,
+                   config: Any = None, a_row_index: Any = None, group_ends: Any = None, stream: Any = None,
+                   handle: Optional[_core.Handle] = None) -> bool:
+    """ggemm.grouped_matmul's call for torch tensors, enqueued when every quick
+    check passes (True); False, with nothing done, otherwise (plane splits and
+    config overrides always: they take the general path)."""
+    T = _Tensor
+    if not (isinstance(out, T) and isinstance(a, T) and isinstance(b, T) and isinstance(expert_ids, T)
+            and isinstance(usage_stats, T)):
+        return False
+    if config is not None or plane_splits != _NO_SPLITS or not isinstance(epilogue, (str, int)):
+        return False
+    epi = _EPILOGUES.get(epilogue)
+    if epi is None:
+        return False
+    device = out.get_device()
+    if device < 0 or not out.is_cuda:
+        return False
+    c_dtype, a_dtype = _OUTPUT.get(out.dtype), _OPERAND.get(a.dtype)
+    if c_dtype is None or a_dtype is None or b.dtype is not a.dtype:
+        return False
+    try:
+        m, out_cols = out.shape
+        a_rows, k = a.shape
+        experts, b1, b2 = b.shape
+        (ids_len,) = expert_ids.shape
+        (usage_len,) = usage_stats.shape
+    except ValueError:
+        return False
+    if not (out.is_contiguous() and a.is_contiguous() and b.is_contiguous() and expert_ids.is_contiguous()
+            and usage_stats.is_contiguous()):
+        return False
+    if (a.get_device() != device or b.get_device() != device or expert_ids.get_device() != device
+            or usage_stats.get_device() != device or expert_ids.dtype is not _INT32 or usage_stats.dtype not in _INDEX):
+        return False
+    n = 2 * out_cols if epi == _SWIGLU else out_cols
+    if (b1 != n or b2 != k) if transpose_b else (b1 != k or b2 != n):
+        return False
+    # The groups: a_offsets [groups + 1] or group_ends [groups], one of them.
+    if group_ends is None:
+        routing, capacity = a_offsets, _vector(a_offsets, _INDEX, device) - 1
+    elif a_offsets is None:
+        routing, capacity = group_ends, _vector(group_ends, _INDEX, device)
+    else:
+        return False
+    groups = capacity if num_groups is None else num_groups
+    if capacity < 1 or type(groups) is not int or groups > capacity or ids_len < groups or usage_len < 2:
+        return False
+    if a_row_index is None:
+        if a_rows != m:
+            return False
+        index_ptr, gather_rows = 0, 0
+    elif _vector(a_row_index, (_INT32,), device) < m:
+        return False
+    else:
+        index_ptr, gather_rows = a_row_index.data_ptr(), a_rows
+    if epi == _ROW_SCALE:
+        if row_scale is None or _vector(row_scale, (_FLOAT32,), device) < m:
+            return False
+        scale_ptr = row_scale.data_ptr()
+    elif row_scale is not None:
+        return False
+    else:
+        scale_ptr = 0
+    routing_ptr = routing.data_ptr()
+    mine = _mine
+    try:  # every field of the struct, in the header's order
+        _PACK(mine.args, 0, _SIZE, a_dtype, a_dtype, c_dtype, m, n, k, experts, a.data_ptr(), b.data_ptr(),
+              out.data_ptr(), 1 if transpose_b else 0, 0 if group_ends is not None else routing_ptr,
+              expert_ids.data_ptr(), usage_stats.data_ptr(), groups, int(max_rows_per_group), 0, 0, epi, scale_ptr,
+              0, index_ptr, gather_rows, 0 if group_ends is None else routing_ptr)
+    except struct.error:  # an int past its field's range: ctypes' rules, on the general path
+        return False
+    return _call(mine.address, device, stream, handle)
+
+
+# ---- torch._grouped_mm's 2D x 3D case ---------------------------------------------
+
+# Per (CUDA ordinal, E): the expert ids 0..E-1 and the usage stats [0, E] of
+# a call with torch's offsets (only usage_stats[1], the active groups, is read
+# on the device; [0] sizes nothing there). Read-only, so safe to share
+# between calls and streams.
+_routing_cache: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}
+_routing_lock = threading.Lock()
+
+
+def expert_routing(like: torch.Tensor, ordinal: int, experts: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The ids and usage stats of a grouped_mm over `experts` groups on the
+    device of `like` (CUDA ordinal `ordinal`)."""
+    cached = _routing_cache.get((ordinal, experts))
+    if cached is not None:
+        return cached
+    device = like.device
+    ids = torch.arange(experts, dtype=torch.int32, device=device)
+    usage = torch.zeros(2, dtype=torch.int32, device=device)
+    usage[1] = experts
+    if torch.cuda.is_current_stream_capturing():
+        return ids, usage  # made inside a capture: the graph's own memory, not cached
+    with _routing_lock:
+        return _routing_cache.setdefault((ordinal, experts), (ids, usage))
+
+
+def _k_major_view(strides: Tuple[int, ...], e: int, k: int, n: int) -> bool:
+    """Whether b [E, K, N] with these strides is the transposed view of a
+    contiguous [E, N, K] (what torch's is_contiguous says of b.mT, without
+    making the view: size-1 dimensions' strides do not matter)."""
+    s0, s1, s2 = strides
+    return (k == 1 or s1 == 1) and (n == 1 or s2 == k) and (e == 1 or s0 == n * k)
+
+
+def grouped_mm(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype]) -> Optional[torch.Tensor]:
+    """torch._grouped_mm(a, b, offs=offs, out_dtype=out_dtype) for 2-D a and
+    3-D b: torch's offs (int32 group ends) go to the library as they are
+    (group_ends), b [E, K, N] is read as the weights it views, and a new [M, N]
+    output is returned. None, with nothing allocated or enqueued, when a quick
+    check does not pass (an empty call, a non-contiguous a, b in neither
+    layout, a dtype or device the call cannot take): ggemm.torch then takes
+    the general path, which copies or explains."""
+    if not (isinstance(a, _Tensor) and isinstance(b, _Tensor) and isinstance(offs, _Tensor)):
+        return None
+    device = a.get_device()
+    if device < 0 or not a.is_cuda or b.get_device() != device:
+        return None
+    a_dtype = _OPERAND.get(a.dtype)
+    c_torch = a.dtype if out_dtype is None else out_dtype
+    c_dtype = _OUTPUT.get(c_torch)
+    if a_dtype is None or c_dtype is None or b.dtype is not a.dtype:
+        return None
+    try:
+        m, k = a.shape
+        experts, b_k, n = b.shape
+    except ValueError:
+        return None
+    groups = _vector(offs, (_INT32,), device)
+    if m == 0 or b_k != k or groups < 1 or groups > experts or not a.is_contiguous():
+        return None
+    if _k_major_view(b.stride(), experts, k, n):
+        transpose_b = 1
+    elif b.is_contiguous():
+        transpose_b = 0
+    else:
+        return None
+    ids, usage = _routing_cache.get((device, experts)) or expert_routing(a, device, experts)
+    out = a.new_empty((m, n), dtype=c_torch)
+    mine = _mine
+    _PACK(mine.args, 0, _SIZE, a_dtype, a_dtype, c_dtype, m, n, k, experts, a.data_ptr(), b.data_ptr(),
+          out.data_ptr(), transpose_b, 0, ids.data_ptr(), usage.data_ptr(), groups, 0, 0, 0, 0, 0, 0, 0, 0,
+          offs.data_ptr())
+    _call(mine.address, device, None, None)
+    return out
