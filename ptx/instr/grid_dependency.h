@@ -6,7 +6,11 @@
 // every kernel waits, in every thread, before its first access to global
 // memory that another kernel may write or read: then each kernel still sees
 // all of the stream's earlier work, as without the attribute (a kernel
-// completes only after its own wait, so the order is transitive).
+// completes only after its own wait, so the order is transitive). That
+// holds as long as every kernel launched with the attribute waits so: a
+// kernel of another library launched with it that does not wait could
+// finish before the ggemm kernel ahead of it, and the ggemm kernel behind
+// it waits only for that one.
 #pragma once
 #include "arch.h"
 

@@ -162,7 +162,6 @@ struct GroupedGemmSm100 {
     const uint32_t warp = threadIdx.x / 32;
     const uint32_t rank = CtaGroup == 2 ? ptx::cluster_ctarank() : 0;
 
-    ptx::launch_dependent_grids();
     if (threadIdx.x == 0) {
       for (uint32_t s = 0; s < p.stages; ++s) {
         ptx::mbarrier_init(&b.full[s], 1);   // the producer's expect_tx
@@ -190,6 +189,11 @@ struct GroupedGemmSm100 {
       tcgen05_alloc<CtaGroup>(tmem_slot, Cfg::kTmemColumns);
       tcgen05_relinquish_alloc_permit<CtaGroup>();
     }
+    // The next kernel may be placed only once this CTA holds its tensor
+    // memory: placed earlier on this SM, a kernel that allocates tensor
+    // memory before its own wait could take the columns this one needs and
+    // then wait for it to finish.
+    ptx::launch_dependent_grids();
     // Checked mode: one warp of CTA 0 looks at the routing arrays before the
     // roles split (as on sm_90a).
     // Gathering, one warp of every CTA checks its share of the source indices
