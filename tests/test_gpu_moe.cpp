@@ -494,6 +494,9 @@ const FfnCase kFfnCases[] = {
     {"Bf16OneToken", kBf16, 1, 256, 128, 2, 8, 0, 8, Pattern::kBalanced},
     {"Bf16ExpertParallel", kBf16, 300, 256, 128, 4, 32, 8, 8, Pattern::kBalanced},
     {"Fp16Hostile", kFp16, 120, 256, 128, 4, 16, 0, 16, Pattern::kHostile},
+    {"Bf16Experts384", kBf16, 200, 256, 128, 8, 384, 0, 384, Pattern::kZipf},
+    // More than one routing chunk (2048 slots): the two-launch routing.
+    {"Bf16TwoLaunchRouting", kBf16, 700, 256, 128, 4, 16, 0, 16, Pattern::kZipf},
 };
 
 // A model's device buffers and a call of the layer on them.
@@ -684,6 +687,40 @@ TEST(GpuMoeFfnGraph, DeterministicAndReplaysWithNewRouting) {
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// Weights past 4 GiB: 352 experts of [2 x 1536, 2048] gate_up (4.4 GB) and
+// [2048, 1536] down (2.2 GB) bf16; token 0 routed to the last 8 experts,
+// whose gate_up rows start past 4 GiB (SwiGLU's 5-D weight view and the down
+// projection's 64-bit expert offsets). Skips where the device lacks the
+// memory.
+TEST(GpuMoeFfnLarge, WeightsPast4GiB) {
+  GGEMM_REQUIRE_GPU(h);
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_OK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const FfnCase c{"Bf16WeightsPast4GiB", kBf16, 4, 2048, 1536, 8, 352, 0, 352, Pattern::kBalanced};
+  const size_t need = size_t(c.local) * 3 * size_t(c.intermediate * c.hidden) * 2 + (size_t(1) << 30);
+  if (free_bytes < need) GTEST_SKIP() << "needs " << need / (1 << 20) << " MiB of device memory, " << free_bytes / (1 << 20) << " free";
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  DeviceFfn f(c, rng);
+  const size_t expert_bytes = size_t(2 * c.intermediate * c.hidden) * 2;
+  for (int64_t j = 0; j < c.k; ++j) {
+    const int32_t e = int32_t(c.local - c.k + j);
+    ASSERT_GT(size_t(e) * expert_bytes, size_t(1) << 32) << "expert " << e << "'s gate_up rows must start past 4 GiB";
+    f.routing.ids[size_t(j)] = e;
+  }
+  f.upload_routing();
+  GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  uint32_t want_faults = 0;
+  const Bytes want = f.reference(&want_faults);
+  bool guards = false;
+  const Bytes got = f.d_out.download(&guards);
+  EXPECT_TRUE(guards) << "a write outside out";
+  const std::vector<float> bound = f.bound();
+  EXPECT_TRUE(compare_matrix(c.dtype, want.data(), got.data(), c.tokens, c.hidden, 0, 0, 10, bound.data()));
 }
 
 }  // namespace
