@@ -6,12 +6,21 @@
 # table is printed last.
 #
 #   scripts/h200_check.sh [bench-filter]     # default: all benchmarks
+#   STAGES=tests,python scripts/h200_check.sh  # some stages only
+#
+# All stages together take longer than one lent-device call (600 s): run
+# STAGES=tests,python in one call and STAGES=bench (or the Python benchmarks
+# by hand) in the next; the build is kept between calls on a warm machine.
+# Stages: tests (ctest, the demo), python (tests, examples, host time),
+# pybench (compare_torch.py, moe_layer.py), bench (ggemm_bench).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/h200_out}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 filter=${1:-.}
+stages=",${STAGES:-tests,python,pybench,bench},"
+want() { [[ $stages == *",$1,"* ]]; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$out/gpu.txt" 2>&1
 # A machine without libabsl-dev (the lent H200) gets a copy of Abseil's
@@ -23,14 +32,16 @@ if ! { cmake --preset default "${absl[@]}" > "$out/build.log" 2>&1 && cmake --bu
 fi
 echo "build: ok"
 
+if want tests; then
 timeout 420 ctest --preset default -j 8 > "$out/ctest.log" 2>&1
 echo "ctest rc=$?: $(grep -E 'tests passed' "$out/ctest.log")"
 grep -E '\*\*\*Failed|Timeout|\(Failed\)' "$out/ctest.log" | head -20
 
 timeout 120 ./build/ggemm_demo > "$out/demo.log" 2>&1
 echo "demo rc=$?: $(grep -E '^PASS|^FAIL|speed ratio' "$out/demo.log" | tr '\n' ' ')"
+fi
 
-if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && want python; then
   # 420 s: the transformers block tests compile their blocks (test_gpu_hf_moe.py).
   GGEMM_LIBRARY=$PWD/build/libggemm.so timeout 420 python3 -m pytest -q -rs python/tests > "$out/pytest.log" 2>&1
   echo "python tests rc=$?: $(tail -1 "$out/pytest.log")"
@@ -48,6 +59,8 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   echo "expert-parallel example (1 rank) rc=$?: $(grep -E '^OK|FAILED|MISMATCH|error' "$out/moe_expert_parallel.log" | tr '\n' ' ')"
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 120 python3 bench/host_overhead.py > "$out/host_overhead.log" 2>&1
   echo "host time per Python call rc=$?:"; cat "$out/host_overhead.log"
+fi
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && want pybench; then
   GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 900 python3 bench/compare_torch.py \
     --json "$out/compare_torch.json" > "$out/compare_torch.log" 2>&1
   echo "ggemm beside torch._grouped_mm rc=$?:"; grep -E "^geometric" "$out/compare_torch.log"
@@ -57,6 +70,7 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   echo "MoE layer beside the torch layer rc=$?:"; grep -E "^geometric|differs" "$out/moe_layer.log"
 fi
 
+want bench || exit 0
 timeout 400 ./build/bench/ggemm_bench --benchmark_filter="$filter" --benchmark_out="$out/bench.json" \
   --benchmark_out_format=json > "$out/bench.txt" 2> "$out/bench.err"
 echo "bench rc=$?"
