@@ -28,6 +28,18 @@ ggemm_handle_t gpu_handle(std::string *why_not);
     ASSERT_EQ(e_, cudaSuccess) << #expr << " -> " << cudaGetErrorName(e_) << ": " << cudaGetErrorString(e_); \
   } while (0)
 
+// Skips the test when the device has less than `bytes` (plus 1 GiB of
+// headroom) free.
+#define REQUIRE_FREE_DEVICE_MEMORY(bytes)                                                                  \
+  do {                                                                                                     \
+    size_t free_ = 0, total_ = 0;                                                                          \
+    CUDA_OK(cudaMemGetInfo(&free_, &total_));                                                              \
+    const size_t need_ = (bytes) + (size_t(1) << 30);                                                      \
+    if (free_ < need_)                                                                                     \
+      GTEST_SKIP() << "needs " << need_ / (1 << 20) << " MiB of device memory, " << free_ / (1 << 20)    \
+                   << " MiB free of " << total_ / (1 << 20);                                               \
+  } while (0)
+
 #define GGEMM_OK(expr)                                                                  \
   do {                                                                                  \
     ggemm_status s_ = (expr);                                                           \

@@ -54,18 +54,6 @@ namespace {
 
 constexpr int64_t k2To31 = int64_t(1) << 31;
 
-// Skips the test when the device has less than `bytes` (plus 1 GiB of
-// headroom) free.
-#define REQUIRE_FREE_DEVICE_MEMORY(bytes)                                                                  \
-  do {                                                                                                     \
-    size_t free_ = 0, total_ = 0;                                                                          \
-    CUDA_OK(cudaMemGetInfo(&free_, &total_));                                                              \
-    const size_t need_ = (bytes) + (size_t(1) << 30);                                                      \
-    if (free_ < need_)                                                                                     \
-      GTEST_SKIP() << "needs " << need_ / (1 << 20) << " MiB of device memory, " << free_ / (1 << 20)    \
-                   << " MiB free of " << total_ / (1 << 20);                                               \
-  } while (0)
-
 // Allocates a large buffer; skips on out-of-memory, fails on other errors.
 #define ALLOC_OR_SKIP(buf, bytes)                                                                          \
   do {                                                                                                     \

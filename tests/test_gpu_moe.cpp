@@ -696,11 +696,8 @@ TEST(GpuMoeFfnGraph, DeterministicAndReplaysWithNewRouting) {
 // memory.
 TEST(GpuMoeFfnLarge, WeightsPast4GiB) {
   GGEMM_REQUIRE_GPU(h);
-  size_t free_bytes = 0, total_bytes = 0;
-  CUDA_OK(cudaMemGetInfo(&free_bytes, &total_bytes));
   const FfnCase c{"Bf16WeightsPast4GiB", kBf16, 4, 2048, 1536, 8, 352, 0, 352, Pattern::kBalanced};
-  const size_t need = size_t(c.local) * 3 * size_t(c.intermediate * c.hidden) * 2 + (size_t(1) << 30);
-  if (free_bytes < need) GTEST_SKIP() << "needs " << need / (1 << 20) << " MiB of device memory, " << free_bytes / (1 << 20) << " free";
+  REQUIRE_FREE_DEVICE_MEMORY(size_t(c.local) * 3 * size_t(c.intermediate * c.hidden) * 2);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);

@@ -26,6 +26,20 @@ if not os.environ.get("GGEMM_LIBRARY") and os.path.exists(os.path.join(REPO, "bu
     os.environ["GGEMM_LIBRARY"] = os.path.join(REPO, "build", "libggemm.so")
 
 
+def torch_with_cuda(purpose: str):
+    """PyTorch when it is installed and sees a CUDA device; else None, after
+    saying SKIPPED and why (`purpose`: what the example does with them)."""
+    try:
+        import torch
+    except ImportError:
+        print(f"SKIPPED: PyTorch is not installed; this example {purpose}")
+        return None
+    if not torch.cuda.is_available():
+        print(f"SKIPPED: PyTorch {torch.__version__} sees no CUDA device (no GPU or no NVIDIA driver)")
+        return None
+    return torch
+
+
 def open_gpu(device: int, seed: int):
     """(torch, a ggemm.Handle, the torch.device) on CUDA device `device`, made
     the current one, with PyTorch's generator seeded by `seed`; or the
@@ -37,13 +51,8 @@ def open_gpu(device: int, seed: int):
     except ggemm.LibraryNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    try:
-        import torch
-    except ImportError:
-        print("SKIPPED: PyTorch is not installed; this example compares ggemm with PyTorch on a GPU")
-        return 0
-    if not torch.cuda.is_available():
-        print(f"SKIPPED: PyTorch {torch.__version__} sees no CUDA device (no GPU or no NVIDIA driver)")
+    torch = torch_with_cuda("compares ggemm with PyTorch on a GPU")
+    if torch is None:
         return 0
     try:
         handle = ggemm.Handle(device)

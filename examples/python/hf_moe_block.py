@@ -30,7 +30,7 @@ import copy
 import os
 import sys
 
-from example_common import REPO, cuda_ms, open_gpu
+from example_common import REPO, cuda_ms, open_gpu, torch_with_cuda
 
 # The tests' bf16 tolerance, kept in one place (python/tests/moe_reference.py).
 sys.path.insert(0, os.path.join(REPO, "python", "tests"))
@@ -135,13 +135,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("SKIPPED: PyTorch is not installed")
-        return 0
-    if not torch.cuda.is_available():
-        print(f"SKIPPED: no GPU (PyTorch {torch.__version__} sees no CUDA device)")
+    if torch_with_cuda("runs transformers' MoE blocks on a GPU") is None:
         return 0
     try:
         import transformers

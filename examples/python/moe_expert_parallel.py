@@ -47,7 +47,7 @@ import tempfile
 import zlib
 
 # Finds a checkout's package and build/libggemm.so when ggemm is not installed.
-from example_common import REPO, compare, open_gpu
+from example_common import REPO, compare, open_gpu, torch_with_cuda
 
 try:
     import torch  # noqa: F401  (the exchange, expert_parallel.py, is torch.distributed)
@@ -266,13 +266,8 @@ def main(argv=None) -> int:
     world = args.ranks or 1
     if world < 1 or experts % world:
         p.error(f"--ranks {world}: the {experts} experts must split evenly over the ranks")
-    try:
-        import torch
-    except ImportError:
-        print("SKIPPED: PyTorch is not installed; this example runs ggemm under torch.distributed on GPUs")
-        return 0
-    if not torch.cuda.is_available():
-        print(f"SKIPPED: PyTorch {torch.__version__} sees no CUDA device (no GPU or no NVIDIA driver)")
+    torch = torch_with_cuda("runs ggemm under torch.distributed on GPUs")
+    if torch is None:
         return 0
     if torch.cuda.device_count() < world:
         print(f"error: {world} ranks need {world} GPUs (one each: NCCL refuses two ranks on one GPU); "
