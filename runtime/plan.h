@@ -33,17 +33,18 @@ struct GroupedShape {
 // the old outputs takes one segment's view per tile.
 bool spans_segments(const GroupedShape &s);
 
-// Column blocks of kGroupedTileN features per row block, as the tile
-// scheduler (ptx/blocks/tile_scheduler.h) counts them for this call.
-int64_t column_blocks(const GroupedShape &s);
+// Weight rows per tile on both architectures (the sm_90a tile of two m64
+// warpgroups, the sm_100a tcgen05.mma M). sm_90a narrows its tiles to 64
+// rows where one warpgroup multiplies (plan_sm90.cpp, narrow_tiles).
+constexpr uint32_t kGroupedTileN = 128;
+
+// Column blocks of tile_n features per row block, as the tile scheduler
+// (ptx/blocks/tile_scheduler.h) counts them for this call.
+int64_t column_blocks(const GroupedShape &s, uint32_t tile_n = kGroupedTileN);
 
 // The most elements one call's output may have: the kernels' tile walk
 // counts a group's tiles in 32 bits (ptx/blocks/tile_scheduler.h).
 uint64_t max_output_elements();
-
-// Weight rows per tile on both architectures (the sm_90a tile of two m64
-// warpgroups, the sm_100a tcgen05.mma M).
-constexpr uint32_t kGroupedTileN = 128;
 
 // An upper bound on a launch's row blocks of tile_m tokens, from the host's
 // bound on rows per group (0 = M): what the grid is sized by (the device-side

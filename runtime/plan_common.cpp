@@ -30,17 +30,21 @@ bool spans_segments(const GroupedShape &s) {
   return splits && !s.a_planes && s.epilogue != GGEMM_EPILOGUE_ACCUMULATE;
 }
 
-int64_t column_blocks(const GroupedShape &s) {
+int64_t column_blocks(const GroupedShape &s, uint32_t tile_n) {
   // A scheduler with no active group reads no routing array: only its column count.
   const GroupedProblem counting{nullptr,           nullptr,           0, uint32_t(s.m), uint32_t(s.n), 0,
                                 uint32_t(s.split0), uint32_t(s.split1), spans_segments(s) ? 1u : 0u};
-  return GroupedTileScheduler(counting, 1, kGroupedTileN).col_blocks();
+  return GroupedTileScheduler(counting, 1, tile_n).col_blocks();
 }
 
 int64_t row_block_bound(const GroupedShape &s, uint32_t tile_m) {
   const int64_t max_rows = max_rows_bound(s);
-  return std::min<int64_t>(s.num_groups * ((max_rows + tile_m - 1) / tile_m),
-                           (s.m + tile_m - 1) / tile_m + s.num_groups);
+  // M rows in at most n = min(groups, M) non-empty groups: a group of r rows
+  // has 1 + (r - 1) / tile_m row blocks, so all of them together at most
+  // n + (M - n) / tile_m (decode calls listing every expert, torch's offs,
+  // have far more groups than rows).
+  const int64_t nonempty = std::min<int64_t>(s.num_groups, s.m);
+  return std::min<int64_t>(s.num_groups * ((max_rows + tile_m - 1) / tile_m), nonempty + (s.m - nonempty) / tile_m);
 }
 
 int64_t max_rows_bound(const GroupedShape &s) {
@@ -144,7 +148,7 @@ Status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &props) {
 }
 
 int64_t max_clusters(const KernelPlan &plan, const GroupedShape &shape, const DeviceProps &props) {
-  const int64_t col_blocks = column_blocks(shape);
+  const int64_t col_blocks = column_blocks(shape, plan.tile_n);
   const int64_t pair_col_blocks =
       plan.persistent() && plan.cluster_size == 2 ? (col_blocks + 1) / 2 + 2 : col_blocks;  // + 2: segment ends
   const int64_t by_sms = int64_t(props.sm_count) * plan.ctas_per_sm / plan.cluster_size;

@@ -449,6 +449,27 @@ std::vector<Case> cases() {
   add({"short_k_split_tile16_fp16", {16, 12, 9}, {}, 136, 512, 3, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP16, true});
   add({"short_k_split_planes_k512", {3, 8, 2}, {}, 584, 512, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true, 328,
        456});
+  // Tiles of 64 features, one consumer warpgroup multiplying (narrow_tiles
+  // in runtime/plan_sm90.cpp; CPU test Sm90Plan.NarrowTilesWhere...): decode
+  // groups of 1..16 rows, so few that tiles of 128 would fill at most half
+  // the SMs, K past the split short-K kernel's 4096: every output dtype and
+  // epilogue, -1 and empty groups, N 1096 (a last column block of 8).
+  add_every_output_and_epilogue("narrow_tiles_", {1, 0, 16, 3}, {0, 1, -1, 2}, 1096, 4160);
+  // A decode call listing every expert, as torch's offs do: 300 groups, 9 of
+  // them routed, placed so that the warp walk (GroupedTileScheduler::
+  // next_warp, 32 groups a step) stops at group 0, at a step's last and
+  // first lanes, crosses steps of empty groups, and ends on the last group;
+  // with wide tiles (N 2048: 144 tiles) and narrow ones (N 512: 9 x 4 wide
+  // tiles); both again as group ends (below).
+  for (int64_t n : {2048, 512}) {
+    Case c{"decode_listing_every_expert_n" + std::to_string(n)};
+    c.rows.assign(300, 0);
+    for (int g : {0, 31, 32, 95, 96, 200, 263, 298, 299}) c.rows[size_t(g)] = 1 + g % 5;
+    c.n = n;
+    c.k = 768;
+    c.num_experts = 16;  // group g multiplies expert g % 16
+    add(c);
+  }
   // Its routing table holds 256 groups: exactly that many, and more (the
   // walk then reads global memory). One column block and groups of at most
   // 8 rows, so the rule takes the kernel for both (CPU test
@@ -601,6 +622,7 @@ std::vector<Case> cases() {
         "large_groups_auto_tile", "active_count_below_groups", "zero_active_groups", "tile_m256_kmajor",
         "tile_m256_mnmajor", "cluster2_tile_m256_kmajor", "cluster2_tile_m128_mnmajor",
         "swiglu_i768_k2048_large_groups", "gather_swiglu_large_groups", "gather_decode_tile16", "decode_256_groups",
+        "decode_listing_every_expert_n2048", "decode_listing_every_expert_n512",
         "short_k_store_bf16", "short_k_300_groups", "short_k_split_accumulate_fp32", "planes_unaligned_kmajor",
         "row_scale_bf16"}) {
     const auto found = std::find_if(v.begin(), v.end(), [&](const Case &c) { return c.name == name; });
@@ -623,7 +645,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
 TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
   Rng rng(fresh_seed());
   const std::vector<Case> all = cases();
-  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 20)
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 22)
       << "a case the group-ends list names is gone";
   for (const Case &c : all) {
     SCOPED_TRACE(c.name);

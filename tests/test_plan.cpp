@@ -1612,6 +1612,53 @@ TEST(Sm90Plan, OneConsumerWarpgroupWhenNFitsInIt) {
   EXPECT_EQ(consumers(pair, &cluster), 2u);
 }
 
+// Tiles of 64 features where tiles of 128 would leave half the SMs idle
+// (decode with few groups): Mixtral's down projection at one token, top-2,
+// as torch's offs list it (8 groups, 2 rows). The grid is sized by the
+// narrow tiles: 2 row blocks (rows in at most 2 groups, whatever the listed
+// 8) x 64 column blocks.
+TEST(Sm90Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
+  CallShape down;
+  down.a_dtype = down.c_dtype = GGEMM_DTYPE_BF16;
+  down.m = 2, down.n = 4096, down.k = 14336, down.num_groups = 8, down.transpose_b = true;
+  EXPECT_EQ(row_block_bound(down, 16), 2);
+  KernelPlan cfg;
+  ASSERT_EQ(sm90_persistent_plan(h200(), down, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.tile_m, 16u);
+  EXPECT_EQ(cfg.consumer_warpgroups, 1u);
+  EXPECT_EQ(cfg.tile_n, 64u);
+  EXPECT_EQ(cfg.weights_box_rows, 64u);
+  EXPECT_EQ(cfg.max_clusters, 128);
+  // 66 wide tiles (half of 132 SMs) still narrow; 67 stay wide.
+  CallShape edge = down;
+  edge.m = edge.num_groups = 1;
+  edge.n = 66 * 128;
+  ASSERT_EQ(sm90_persistent_plan(h200(), edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.consumer_warpgroups, 1u);
+  EXPECT_EQ(cfg.max_clusters, 132);
+  edge.n = 66 * 128 + 1;
+  ASSERT_EQ(sm90_persistent_plan(h200(), edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
+  EXPECT_EQ(cfg.tile_n, 128u);
+  // Not with SwiGLU (its octet pairs need both warpgroups), MN-major weights
+  // or a cluster; and not where the wide tiles fill the SMs (Qwen3-30B's down
+  // projection at one token: 8 rows, 16 column blocks).
+  CallShape swiglu = down;
+  swiglu.epilogue = GGEMM_EPILOGUE_SWIGLU;
+  swiglu.n = 2 * 4096;
+  ASSERT_EQ(sm90_persistent_plan(h200(), swiglu, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
+  CallShape mn_major = down;
+  mn_major.transpose_b = false;
+  ASSERT_EQ(sm90_persistent_plan(h200(), mn_major, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
+  CallShape qwen3_down = down;
+  qwen3_down.m = 8, qwen3_down.n = 2048, qwen3_down.k = 768, qwen3_down.num_groups = 128;
+  ASSERT_EQ(sm90_persistent_plan(h200(), qwen3_down, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
+  EXPECT_EQ(cfg.max_clusters, 8 * 16);
+}
+
 }  // namespace
 }  // namespace ggemm
 

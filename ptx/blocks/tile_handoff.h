@@ -5,9 +5,10 @@
 // dependent global loads: crossing a group reads its offsets, and which
 // weights a tile needs (expert_ids) is known only after that. Were every role
 // to walk, that chain would sit between a consumer's epilogue and its next
-// mainloop, on the critical path of every tile. Instead one walker thread
-// (the kernel's otherwise idle warp 1) walks, publishing each tile (inactive
-// ones too: their consumers write zeros) into a ring of kTileSlots slots, up
+// mainloop, on the critical path of every tile. Instead one walker warp
+// (the kernel's otherwise idle warp; GroupedTileScheduler::next_warp) walks,
+// its lane 0 publishing each tile (inactive ones too: their consumers write
+// zeros) into a ring of kTileSlots slots, up
 // to kTileSlots ahead of the slowest receiver, and a slot holding rows = 0
 // ends the sequence. The producer and the consumers read a slot at
 // shared-memory latency.

@@ -101,7 +101,7 @@ class GroupedTileScheduler {
     blocks0_ = ceil_div(end0_, tile_n);
     blocks1_ = ceil_div(end1_ - end0_, tile_n);
     col_blocks_ = blocks0_ + blocks1_ + ceil_div(p.n - end1_, tile_n);
-    load_group(0);
+    if (p.num_active > 0) set_group(0, p.a_offsets[1]);  // else group_ 0 is past the last
   }
 
   // Column blocks per group (the same for every group).
@@ -112,12 +112,38 @@ class GroupedTileScheduler {
   // moves forward, so a CTA walks the offsets once in all. Returns false past
   // the last tile.
   GGEMM_HOST_DEVICE bool next(uint64_t t, GroupedTile *out) {
-    while (group_ < p_.num_active) {
-      uint64_t tiles = uint64_t(row_blocks_) * col_blocks_;
-      if (t < tiles_before_ + tiles) break;
-      tiles_before_ += tiles;
+    while (!holds(t)) {
+      tiles_before_ += group_tiles();
       skip_groups(t);
     }
+    return tile_at(t, out);
+  }
+
+#if defined(__CUDA_ARCH__)
+  // The same walk by a whole warp: all 32 lanes, converged, with the same t,
+  // each left with the same scheduler and tile. Crossing groups, the lanes
+  // load 32 groups' ends in one coalesced load and find t's group among them
+  // by scans over the lanes, where next() loads kWalkBatch ends a step. A
+  // decode call listing every expert (torch's offs: 128 groups, 8 of them
+  // routed) then crosses the empty groups in 4 steps instead of 32.
+  GGEMM_DEVICE bool next_warp(uint64_t t, GroupedTile *out) {
+    while (!holds(t)) {
+      tiles_before_ += group_tiles();
+      skip_groups_warp(t);
+    }
+    return tile_at(t, out);
+  }
+#endif
+
+ private:
+  // Past the last group, or the current group's tiles hold t.
+  GGEMM_HOST_DEVICE bool holds(uint64_t t) const {
+    return group_ >= p_.num_active || t < tiles_before_ + group_tiles();
+  }
+  GGEMM_HOST_DEVICE uint64_t group_tiles() const { return uint64_t(row_blocks_) * col_blocks_; }
+
+  // Tile t of the current group (holds(t)), or false past the last group.
+  GGEMM_HOST_DEVICE bool tile_at(uint64_t t, GroupedTile *out) const {
     if (group_ >= p_.num_active) return false;
     const uint32_t local = uint32_t(t - tiles_before_);  // < this group's tiles < 2^32 (kMaxOutputElements)
     const uint32_t band_tiles = kBandRowBlocks * col_blocks_;
@@ -148,18 +174,6 @@ class GroupedTileScheduler {
     return true;
   }
 
- private:
-  // Groups load in order (0 from the constructor, then g + 1), so row_end_
-  // is group g - 1's end (0 before group 0). Clamping a_offsets[g] into
-  // [that end, M] would give that end again, so only a_offsets[g + 1] is read.
-  GGEMM_HOST_DEVICE void load_group(uint32_t g) {
-    if (g < p_.num_active) {
-      set_group(g, p_.a_offsets[g + 1]);
-    } else {
-      group_ = g;
-    }
-  }
-
   // Moves to the next group and on, up to kWalkBatch groups, stopping at the
   // first whose tiles hold t (or past the last group); the caller checks the
   // group it stops at. The groups' ends are loaded together, all in flight
@@ -188,7 +202,49 @@ class GroupedTileScheduler {
     }
   }
 
-  // Group g (< num_active), a_offsets[g + 1] = hi; groups come in order.
+#if defined(__CUDA_ARCH__)
+  // skip_groups by a warp: lane i takes group g0 + i (g0 = the current
+  // group + 1). Its clamped end is the running maximum of min(a_offsets[g +
+  // 1], M) from the current group's end on (set_group's clamp, as a scan),
+  // its start the previous lane's end; a scan of the tile counts gives each
+  // group's first tile. The walk stops at the first lane whose tiles hold t
+  // or that lies past the last group; with none, at lane 31, and next_warp
+  // goes on from there.
+  GGEMM_DEVICE void skip_groups_warp(uint64_t t) {
+    const uint32_t lane = threadIdx.x % 32;
+    const uint32_t g = group_ + 1 + lane;
+    const bool listed = g < p_.num_active;
+    uint32_t end = listed ? min_u32(p_.a_offsets[g + 1], p_.m) : 0u;
+    end = end > row_end_ ? end : row_end_;
+    GGEMM_UNROLL
+    for (uint32_t d = 1; d < 32; d *= 2) {
+      const uint32_t e = __shfl_up_sync(~0u, end, d);
+      if (lane >= d && e > end) end = e;
+    }
+    uint32_t start = __shfl_up_sync(~0u, end, 1);
+    if (lane == 0) start = row_end_;
+    const uint32_t blocks = listed ? ceil_div(end - start, tile_m_) : 0u;
+    const uint32_t tiles = blocks * col_blocks_;  // one group's: < 2^32 (kMaxOutputElements)
+    uint64_t through = tiles;                     // tiles of lanes 0..lane
+    GGEMM_UNROLL
+    for (uint32_t d = 1; d < 32; d *= 2) {
+      const uint64_t s = __shfl_up_sync(~0u, through, d);
+      if (lane >= d) through += s;
+    }
+    const uint32_t stop = __ballot_sync(~0u, !listed || t < tiles_before_ + through);
+    const uint32_t f = stop ? uint32_t(__ffs(stop)) - 1 : 31u;
+    group_ = __shfl_sync(~0u, g, f);
+    row_start_ = __shfl_sync(~0u, start, f);
+    row_end_ = __shfl_sync(~0u, end, f);
+    row_blocks_ = __shfl_sync(~0u, blocks, f);
+    tiles_before_ += __shfl_sync(~0u, through - tiles, f);
+  }
+#endif
+
+  // Group g (< num_active), a_offsets[g + 1] = hi. Groups come in order (0
+  // from the constructor, then g + 1), so row_end_ is group g - 1's end (0
+  // before group 0), and clamping a_offsets[g] into [that end, M] would give
+  // that end again: only a_offsets[g + 1] is read.
   GGEMM_HOST_DEVICE void set_group(uint32_t g, uint32_t hi) {
     group_ = g;
     // Clamp: rows [start, end) with prev_end = start <= end <= M.

@@ -212,7 +212,7 @@ struct GroupedGemmSm100 {
     } else if (warp == kMmaWarp) {
       if (rank == 0 && ptx::elect_one_sync()) MmaIssuerSm100<Cfg>::run(p, smem, layout, b, tmem_base);
     } else if (warp == kWalkerWarp) {
-      if (ptx::elect_one_sync()) TileWalkerSm100<Cfg>::run(p);
+      TileWalkerSm100<Cfg>::run(p);
     } else {
       EpilogueSm100<Cfg>::run(p, b, tmem_base, warp % 4, rank);
     }

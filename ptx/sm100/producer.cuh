@@ -20,14 +20,19 @@ namespace ggemm::sm100 {
 // pair tiles from the handoff (each CTA of a pair walks the same ones).
 template <class Cfg>
 struct TileWalkerSm100 {
+  // The walker warp, all of it: the lanes walk together (next_warp: 32
+  // groups' ends a step where groups are crossed), lane 0 publishes.
   GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
     GroupedTileScheduler sched(grouped_problem(p), Cfg::kTileM, Cfg::kPairTileN);
     const ClusterWalk w = Cfg::walk();
     TileHandoff handoff;
     GroupedTile pair;
-    for (uint64_t t = w.first; sched.next(t, &pair); t += w.stride)
-      handoff.publish(Cfg::handoff_region(), pair, uint32_t(t));
-    handoff.finish(Cfg::handoff_region());
+    const bool publisher = threadIdx.x % 32 == 0;
+    for (uint64_t t = w.first; sched.next_warp(t, &pair); t += w.stride) {
+      if (publisher) handoff.publish(Cfg::handoff_region(), pair, uint32_t(t));
+      __syncwarp();  // the lanes meet again before the next step's shuffles
+    }
+    if (publisher) handoff.finish(Cfg::handoff_region());
   }
 };
 

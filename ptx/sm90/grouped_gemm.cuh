@@ -80,7 +80,6 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
                 "SwiGLU-only kernels: K-major weights, no cluster, 16-bit outputs");
 
   static_assert(ClusterM == 1 || (ClusterM == 2 && TileM >= 32), "clusters of 1, or pairs splitting >= 32 tokens");
-  static constexpr uint32_t kPairTileN = kTileN * ClusterM;    // features a cluster's tile covers
   static constexpr uint32_t kTokensPerCta = TileM / ClusterM;  // token rows each CTA loads (and multicasts)
   // K-sliced stages (Sm90GroupedParams::k_slices): K-major weights, no
   // cluster (a pair's multicast halves would interleave the slices).
@@ -107,8 +106,9 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static constexpr bool kSwiglu = sizeof(OutT) == 2 && (SwigluOnly || TileM <= int(kMaxGatherSwigluTileM));
   static constexpr bool kGather = ClusterM == 1 && TileM <= int(kMaxGatherSwigluTileM);
   // The consumer warpgroups that multiply (Sm90GroupedParams::
-  // consumer_warpgroups): one when N <= 64, for K-major weights without a
-  // cluster; otherwise both.
+  // consumer_warpgroups): one, with tiles of 64 features, for K-major
+  // weights without a cluster where N <= 64 or wide tiles would leave half
+  // the SMs idle (runtime/plan_sm90.cpp, narrow_tiles); otherwise both.
   static constexpr bool kOneConsumerAllowed = Layout == WeightLayout::kKMajor && ClusterM == 1;
   // At tile_m 256 the 128 accumulator registers leave too few for the
   // accumulate epilogue's old values (it spills); the runtime never picks
@@ -119,6 +119,11 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   GGEMM_DEVICE static uint32_t k_slices(const Sm90GroupedParams &p) { return kSlicedViews ? p.k_slices : 1u; }
   GGEMM_DEVICE static uint32_t consumers(const Sm90GroupedParams &p) {
     return kOneConsumerAllowed ? p.consumer_warpgroups : kConsumerWarpgroups;
+  }
+  // Features a (cluster's) tile covers, as the walk tiles N: 64 per
+  // multiplying warpgroup and CTA (plan.tile_n, times the cluster).
+  GGEMM_DEVICE static uint32_t walk_tile_n(const Sm90GroupedParams &p) {
+    return consumers(p) * kFeaturesPerWarpgroup * ClusterM;
   }
   GGEMM_DEVICE static bool accumulates(const Sm90GroupedParams &p) {
     return kSupportsAccumulate && p.epilogue == kEpilogueAccumulate;
@@ -224,7 +229,7 @@ struct GroupedGemmSm90 {
       if (threadIdx.x < 32) {
         if (ptx::elect_one_sync()) ProducerSm90<Cfg>::run(p, smem, layout, full, empty, c_full, c_empty);
       } else if (threadIdx.x < 64) {
-        if (ptx::elect_one_sync()) TileWalkerSm90<Cfg>::run(p, Cfg::handoff_region());
+        TileWalkerSm90<Cfg>::run(p, Cfg::handoff_region());
       } else if (threadIdx.x < 96) {
         if (gathers(p)) GatherLoaderSm90<Cfg>::run(p, smem, layout, full, empty);
       }

@@ -52,11 +52,12 @@ struct Sm90GroupedParams : GroupedGemmParams {
   // per byte, so fewer, larger boxes are faster).
   uint32_t k_slices;
   uint32_t narrow_token_boxes;  // 1: tmap_tokens_narrow is encoded (sm_90a, k_slices 1, no cluster)
-  // sm_90a: the consumer warpgroups that multiply, 2, or 1 when N <= 64
-  // (K-major weights, no cluster): the second one's 64 weight rows would all
-  // lie past N, so it takes no tiles, and the stage's weight slot ends 64
-  // rows past the last slice's box instead of 128 (weights_stage_rows:
-  // deeper pipelines for the LoRA shrink).
+  // sm_90a: the consumer warpgroups that multiply, 2, or 1 (K-major
+  // weights, no cluster) with tiles of 64 features, when N <= 64 or wide
+  // tiles would leave half the SMs idle (runtime/plan_sm90.cpp,
+  // narrow_tiles). The second warpgroup then takes no tiles, and the stage's
+  // weight slot ends 64 rows past the last slice's box instead of 128
+  // (weights_stage_rows: deeper pipelines for the LoRA shrink).
   uint32_t consumer_warpgroups;
 };
 

@@ -29,23 +29,28 @@ struct TileWalkerSm90 {
     return uint32_t(cluster_walk(blockIdx.x, gridDim.x, Cfg::kClusterM).stride);
   }
 
-  // One thread of warp 1.
+  // Warp 1, all of it: the lanes walk together (next_warp: 32 groups' ends
+  // a step where groups are crossed), lane 0 publishes.
   GGEMM_DEVICE static void run(const Sm90GroupedParams &p, uint8_t *handoff_region) {
-    GroupedTileScheduler sched(grouped_problem(p), Cfg::kTileM, Cfg::kPairTileN);
+    GroupedTileScheduler sched(grouped_problem(p), Cfg::kTileM, Cfg::walk_tile_n(p));
     TileHandoff handoff;
     GroupedTile pair;
+    const bool publisher = threadIdx.x % 32 == 0;
     // Each CTA of a pair gets its share of the pair tile (its 128 features);
     // the other roles use only that.
     // (Without a cluster the tile is the CTA's whole: cta_share would clamp
     // it to kRowsPerCta, a silent trap for any wider single-CTA tile.)
-    for (uint64_t t = first_tile(); sched.next(t, &pair); t += tile_stride()) {
-      if constexpr (Cfg::kClusterM > 1) {
-        handoff.publish(handoff_region, cta_share(pair, Cfg::rank()), uint32_t(t));
-      } else {
-        handoff.publish(handoff_region, pair, uint32_t(t));
+    for (uint64_t t = first_tile(); sched.next_warp(t, &pair); t += tile_stride()) {
+      if (publisher) {
+        if constexpr (Cfg::kClusterM > 1) {
+          handoff.publish(handoff_region, cta_share(pair, Cfg::rank()), uint32_t(t));
+        } else {
+          handoff.publish(handoff_region, pair, uint32_t(t));
+        }
       }
+      __syncwarp();  // the lanes meet again before the next step's shuffles
     }
-    handoff.finish(handoff_region);
+    if (publisher) handoff.finish(handoff_region);
   }
 };
 

@@ -27,9 +27,8 @@ constexpr uint32_t kMaxGatherSwigluTileM = 128;
 // ends with the rows the multiplying warpgroups' wgmmas read past the last
 // slice's box (64 rows each: with two, rows 64..127 of each slice), so they
 // never read outside the stage. With one slice and two warpgroups that is
-// the plain 128-row slot. One warpgroup multiplies when N <= 64
-// (Sm90GroupedParams::consumer_warpgroups): the second one's rows would all
-// lie past N.
+// the plain 128-row slot. One warpgroup multiplies tiles of 64 features
+// (Sm90GroupedParams::consumer_warpgroups): no second one's rows.
 GGEMM_HOST_DEVICE constexpr uint32_t weights_stage_rows(uint32_t k_slices, uint32_t box_rows,
                                                         uint32_t consumers = kConsumerWarpgroups) {
   return k_slices * box_rows + (consumers * (kTileN / kConsumerWarpgroups) - box_rows);
