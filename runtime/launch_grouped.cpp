@@ -9,6 +9,7 @@
 #include "ptx/blocks/l2_prefetch.h"
 #include "ptx/sm90/params.h"
 #include "runtime/debug.h"
+#include "runtime/launch_config.h"
 #include "runtime/tensor_map.h"
 #include "runtime/trace.h"
 
@@ -232,23 +233,7 @@ Status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   GGEMM_ASSIGN_OR_RETURN(kernel, dev.kernel(k.kernel->name));
   const CUfunction function = reinterpret_cast<CUfunction>(kernel);
 
-  CUlaunchConfig lc{};
-  lc.gridDimY = lc.gridDimZ = 1;
-  lc.blockDimX = k.threads;
-  lc.blockDimY = lc.blockDimZ = 1;
-  lc.sharedMemBytes = k.smem_bytes;
-  lc.hStream = stream;
-  // Programmatic dependent launch (every kernel waits for the stream's
-  // earlier work before it touches global memory: ptx/instr/grid_dependency.h),
-  // and the cluster when there is one.
-  CUlaunchAttribute attrs[2]{};
-  attrs[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attrs[0].value.programmaticStreamSerializationAllowed = 1;
-  attrs[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attrs[1].value.clusterDim.x = k.cluster_size;
-  attrs[1].value.clusterDim.y = attrs[1].value.clusterDim.z = 1;
-  lc.attrs = attrs;
-  lc.numAttrs = k.cluster_size > 1 ? 2 : 1;
+  LaunchConfig lc(k.threads, k.smem_bytes, stream, LaunchOrder::kProgrammatic, k.cluster_size);
   Device::ScopedContext ctx(dev);
   GGEMM_RETURN_IF_ERROR(ctx.status());
 
@@ -257,32 +242,30 @@ Status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   // persistent cluster launched after the others would double the tail.
   int64_t clusters = k.max_clusters;
   if (k.cluster_size > 1) {
-    lc.gridDimX = uint32_t(int64_t(dev.props().sm_count) * k.ctas_per_sm / k.cluster_size * k.cluster_size);
+    lc.set_grid(uint32_t(int64_t(dev.props().sm_count) * k.ctas_per_sm / k.cluster_size * k.cluster_size));
     int resident = 0;
-    CUlaunchConfig cluster_only = lc;  // the occupancy query asks about the cluster alone
-    cluster_only.attrs = &attrs[1];
-    cluster_only.numAttrs = 1;
+    const CUlaunchConfig cluster_only = lc.cluster_only();
     GGEMM_CU(drv, cuOccupancyMaxActiveClusters(&resident, function, &cluster_only));
     if (resident > 0) clusters = std::min<int64_t>(clusters, resident);
   }
   const int64_t grid = clusters * k.cluster_size;
-  lc.gridDimX = uint32_t(grid);
+  lc.set_grid(uint32_t(grid));
   Sm90GroupedParams p;
   GGEMM_RETURN_IF_ERROR(fill_params(drv, a, k, grid, &p));
   if (debug_enabled()) print_launch(a, k, grid, p);
 
 #if GGEMM_TRACE
   LaunchTrace trace;
-  GGEMM_RETURN_IF_ERROR(trace.begin(drv, stream, lc.gridDimX, &p));
+  GGEMM_RETURN_IF_ERROR(trace.begin(drv, stream, lc.grid_x(), &p));
 #endif
   void *params[] = {k.kernel->arch == Arch::kSm90a ? static_cast<void *>(&p)
                                                    : static_cast<void *>(static_cast<GroupedGemmParams *>(&p))};
-  GGEMM_CU(drv, cuLaunchKernelEx(&lc, function, params, nullptr));
+  GGEMM_CU(drv, cuLaunchKernelEx(lc.get(), function, params, nullptr));
 #if GGEMM_TRACE
   TraceFileHeader header{};
   std::memcpy(header.magic, "GGTRACE1", 8);
   std::snprintf(header.kernel, sizeof header.kernel, "%s", k.kernel->name);
-  header.grid = lc.gridDimX, header.roles = kTraceRoles, header.events = kTraceEvents;
+  header.grid = lc.grid_x(), header.roles = kTraceRoles, header.events = kTraceEvents;
   header.tile_m = k.tile_m, header.tile_n = k.tile_n, header.stages = k.stages;
   header.k = uint32_t(a.shape.k), header.swizzle_bytes = k.swizzle_bytes;
   GGEMM_RETURN_IF_ERROR(trace.end(drv, stream, header));

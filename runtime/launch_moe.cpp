@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ptx/moe/moe_params.h"
+#include "runtime/launch_config.h"
 #include "runtime/plan.h"
 
 namespace ggemm {
@@ -44,32 +45,14 @@ Status launch_kernel(Device &dev, const char *name, uint32_t grid, uint32_t thre
   const Driver &drv = dev.driver();
   CUkernel kernel = nullptr;
   GGEMM_ASSIGN_OR_RETURN(kernel, dev.kernel(name));
-  CUlaunchConfig lc{};
-  lc.gridDimX = grid;
-  lc.gridDimY = grid_y;
-  lc.gridDimZ = 1;
-  lc.blockDimX = threads;
-  lc.blockDimY = lc.blockDimZ = 1;
-  lc.sharedMemBytes = smem_bytes;
-  lc.hStream = stream;
-  // Cooperative: the driver guarantees every CTA is resident at once (the
-  // scatter pass's CTAs wait for each other), or refuses the launch; it
-  // starts after the kernel before it, as a plain launch does. The others
-  // are programmatic dependent launches (ptx/instr/grid_dependency.h).
-  CUlaunchAttribute attr{};
-  if (cooperative) {
-    attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attr.value.cooperative = 1;
-  } else {
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-  }
-  lc.attrs = &attr;
-  lc.numAttrs = 1;
+  // Cooperative: the scatter pass's CTAs wait for each other; it starts
+  // after the kernel before it, as a plain launch does.
+  LaunchConfig lc(threads, smem_bytes, stream, cooperative ? LaunchOrder::kCooperative : LaunchOrder::kProgrammatic);
+  lc.set_grid(grid, grid_y);
   Device::ScopedContext ctx(dev);
   GGEMM_RETURN_IF_ERROR(ctx.status());
   void *args[] = {params};
-  GGEMM_CU(drv, cuLaunchKernelEx(&lc, reinterpret_cast<CUfunction>(kernel), args, nullptr));
+  GGEMM_CU(drv, cuLaunchKernelEx(lc.get(), reinterpret_cast<CUfunction>(kernel), args, nullptr));
   return OkStatus();
 }
 

@@ -122,7 +122,8 @@ struct EpilogueSm90 {
 
       if (cols == 0) continue;
       if (swiglu) {
-        swiglu_stores(tid, staging, rows, cols / 2, col0 / 2, row0, view);
+        // Half the features: a gate and an up make one output.
+        masked_stores<Cfg::kFeaturesPerWarpgroup / 2>(p, tid, staging, rows, cols / 2, col0 / 2, row0, false, view);
         continue;
       }
       if (rows == Cfg::kStageTokens && cols == Cfg::kFeaturesPerWarpgroup && !crosses) {  // whole: one TMA store
@@ -139,14 +140,16 @@ struct EpilogueSm90 {
     }
   }
 
-  // Masked 16-byte stores of a staged chunk at edges: rows past the group's
-  // end and columns past the segment's end are skipped; with `crosses`, each
-  // 8-column piece goes to its own segment.
+  // Masked 16-byte stores of a staged chunk (of Features output columns a
+  // row; the SwiGLU chunk has half the warpgroup's) at edges: rows past the
+  // group's end and columns past the segment's end are skipped; with
+  // `crosses`, each 8-column piece goes to its own segment.
+  template <uint32_t Features = Cfg::kFeaturesPerWarpgroup>
   GGEMM_DEVICE static void masked_stores(const Sm90GroupedParams &p, uint32_t tid, const uint8_t *staging,
                                          uint32_t rows, uint32_t cols, uint32_t col0, int32_t row0, bool crosses,
                                          const OutputView &view) {
     constexpr uint32_t kElemsPerChunk = 16 / Cfg::kOutBytes;
-    constexpr uint32_t kChunksPerRow = Cfg::kFeaturesPerWarpgroup / kElemsPerChunk;
+    constexpr uint32_t kChunksPerRow = Features / kElemsPerChunk;
     for (uint32_t idx = tid; idx < Cfg::kStageTokens * kChunksPerRow; idx += 128) {
       const uint32_t token = idx / kChunksPerRow, ch = idx % kChunksPerRow;
       if (token >= rows || ch * kElemsPerChunk >= cols) continue;
@@ -242,21 +245,6 @@ struct EpilogueSm90 {
   // (__fdividef: IEEE division calls a slow path that spills; past gate
   // -87 it returns 0 where silu is below 1e-36.)
   GGEMM_DEVICE static float swiglu(float gate, float up) { return __fdividef(gate, 1.f + __expf(-gate)) * up; }
-
-  // A SwiGLU chunk's stores: 16 bytes (8 features) per thread and step, rows
-  // past the group and features past the output's width skipped. `cols`
-  // output features from output column col0.
-  GGEMM_DEVICE static void swiglu_stores(uint32_t tid, const uint8_t *staging, uint32_t rows, uint32_t cols,
-                                         uint32_t col0, int32_t row0, const OutputView &view) {
-    constexpr uint32_t kChunksPerRow = Cfg::kFeaturesPerWarpgroup / 2 / 8;
-    for (uint32_t idx = tid; idx < Cfg::kStageTokens * kChunksPerRow; idx += 128) {
-      const uint32_t token = idx / kChunksPerRow, ch = idx % kChunksPerRow;
-      if (token >= rows || ch * 8 >= cols) continue;
-      const uint4 v = *reinterpret_cast<const uint4 *>(staging + swizzle128_offset(token, ch));
-      Out *dst = reinterpret_cast<Out *>(view.base) + size_t(row0 + token) * view.ld + (col0 + ch * 8 - view.col_offset);
-      *reinterpret_cast<uint4 *>(dst) = v;
-    }
-  }
 
   // An inactive tile's chunk: zeros in every byte of this warpgroup's
   // staging buffer (the swizzle does not matter for zeros).
