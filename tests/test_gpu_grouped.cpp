@@ -900,6 +900,43 @@ TEST(GroupedMatmulGpuHostile, MalformedGroupEndsAreClampedAndReported) {
   run_hostile_routing(64, true);
 }
 
+// Checked mode's gather check covers every row the walk reads: with
+// decreasing offsets the walk's groups end where the largest stated end
+// does (its clamp keeps the ends non-decreasing), not where the last group
+// says. An index out of range in a row only the largest end covers is
+// reported beside the offsets' own fault.
+TEST(GroupedMatmulGpuHostile, GatherIndicesPastTheLastStatedEndAreChecked) {
+  GGEMM_REQUIRE_GPU(shared_handle);
+  (void)shared_handle;
+  ggemm_handle_t handle = nullptr;  // its own: checked mode is per handle
+  GGEMM_OK(ggemm_create(&handle, 0));
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  Case c{"gather_decreasing_offsets"};
+  c.rows = {100, 0};
+  c.n = 256;
+  c.k = 128;
+  c.gather_rows = 40;
+  Problem p(c, rng);
+  p.offsets = {0, 100, 50};  // group 1 says it ends at 50; the walk reads rows [0, 100)
+  p.row_index[70] = int32_t(c.gather_rows);
+  ASSERT_NO_FATAL_FAILURE(upload(p));
+  DeviceBuffer d_status;
+  ASSERT_TRUE(d_status.alloc(4));
+  CUDA_OK(cudaMemset(d_status.get(), 0, 4));
+  GGEMM_OK(ggemm_set_device_status(handle, d_status.as<uint32_t>()));
+  ggemm_grouped_matmul_args dev = p.args(true, nullptr);
+  dev.max_rows_per_group = 0;
+  GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  GGEMM_OK(ggemm_destroy(handle));
+  uint32_t status = 0;
+  CUDA_OK(cudaMemcpy(&status, d_status.get(), 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(status, uint32_t(GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE | GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE));
+}
+
 TEST(AbiCheckedMode, SetDeviceStatusChecksItsArguments) {
   EXPECT_EQ(ggemm_set_device_status(nullptr, nullptr), GGEMM_STATUS_INVALID_HANDLE);
   GGEMM_REQUIRE_GPU(handle);

@@ -50,7 +50,13 @@ template <typename Params>
 GGEMM_DEVICE void check_gather_warp(const Params &p) {
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t walked = active_groups(p.usage_stats[1], p.num_groups);
-  const uint32_t end = walked == 0 ? 0u : p.a_offsets[walked];  // a_offsets[0] is never read
+  // The walk's rows end where the largest stated end does, clamped to M
+  // (its clamp keeps the ends non-decreasing): with decreasing offsets the
+  // last group's end would leave rows it reads unchecked. a_offsets[0] is
+  // never read.
+  uint32_t end = 0;
+  for (uint32_t g = lane; g < walked; g += 32) end = max(end, p.a_offsets[g + 1]);
+  end = __reduce_max_sync(0xffffffffu, end);
   const uint32_t grouped = end < p.m ? end : p.m;
   uint32_t f = 0;
   for (uint32_t r = blockIdx.x * 32 + lane; r < grouped; r += gridDim.x * 32)
