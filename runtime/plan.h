@@ -51,6 +51,11 @@ uint64_t max_output_elements();
 // counts decide the actual work; an underestimate only costs parallelism).
 int64_t row_block_bound(const GroupedShape &s, uint32_t tile_m);
 
+// The most row blocks of tile_m tokens any routing of M rows over the groups
+// makes, whatever the device-side offsets and the caller's rows-per-group
+// bound say: what a choice that must hold for the actual tiles is made by.
+int64_t row_block_limit(const GroupedShape &s, uint32_t tile_m);
+
 // Forces choices the automatic rules would otherwise make, for tests only:
 // no environment variable or API of libggemm reaches it. The CPU tests pass
 // one to the plan functions; the GPU suite's second and third runs set the
@@ -76,7 +81,7 @@ struct KernelPlan {
   uint32_t stages = 0;         // pipeline depth (persistent kernels)
   uint32_t staging_buffers = 1;  // sm_90a epilogue buffers per consumer warpgroup
   uint32_t k_slices = 1;         // sm_90a: tile_k-wide slices of K per stage
-  uint32_t consumer_warpgroups = 2;  // sm_90a: 2, or 1 when N <= 64
+  uint32_t consumer_warpgroups = 2;  // sm_90a: 2, or 1 with tiles of 64 features (plan_sm90.cpp, narrow_tiles)
   uint32_t weights_box_rows = kGroupedTileN;  // K-major weight rows per TMA box
   bool narrow_token_boxes = false;  // sm_90a: token boxes per MMA width below tile_m
   uint32_t cluster_size = 1;  // CTAs per cluster: sm_90a cluster_m, sm_100a cta_group, the short-K split

@@ -37,14 +37,18 @@ int64_t column_blocks(const GroupedShape &s, uint32_t tile_n) {
   return GroupedTileScheduler(counting, 1, tile_n).col_blocks();
 }
 
-int64_t row_block_bound(const GroupedShape &s, uint32_t tile_m) {
-  const int64_t max_rows = max_rows_bound(s);
+int64_t row_block_limit(const GroupedShape &s, uint32_t tile_m) {
   // M rows in at most n = min(groups, M) non-empty groups: a group of r rows
   // has 1 + (r - 1) / tile_m row blocks, so all of them together at most
   // n + (M - n) / tile_m (decode calls listing every expert, torch's offs,
   // have far more groups than rows).
   const int64_t nonempty = std::min<int64_t>(s.num_groups, s.m);
-  return std::min<int64_t>(s.num_groups * ((max_rows + tile_m - 1) / tile_m), nonempty + (s.m - nonempty) / tile_m);
+  return nonempty + (s.m - nonempty) / tile_m;
+}
+
+int64_t row_block_bound(const GroupedShape &s, uint32_t tile_m) {
+  const int64_t max_rows = max_rows_bound(s);
+  return std::min<int64_t>(s.num_groups * ((max_rows + tile_m - 1) / tile_m), row_block_limit(s, tile_m));
 }
 
 int64_t max_rows_bound(const GroupedShape &s) {

@@ -1613,7 +1613,8 @@ TEST(Sm90Plan, OneConsumerWarpgroupWhenNFitsInIt) {
 }
 
 // Tiles of 64 features where tiles of 128 would leave half the SMs idle
-// (decode with few groups): Mixtral's down projection at one token, top-2,
+// (decode with few groups), by plan_sm90.cpp's narrow_tiles: Mixtral's down
+// projection at one token, top-2,
 // as torch's offs list it (8 groups, 2 rows). The grid is sized by the
 // narrow tiles: 2 row blocks (rows in at most 2 groups, whatever the listed
 // 8) x 64 column blocks.
@@ -1657,6 +1658,20 @@ TEST(Sm90Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
   ASSERT_EQ(sm90_persistent_plan(h200(), qwen3_down, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(cfg.consumer_warpgroups, 2u);
   EXPECT_EQ(cfg.max_clusters, 8 * 16);
+  // Counted whatever the routing: a rows-per-group bound that makes the
+  // tiles few (2 groups of at most 16 rows) but M that does not (1024 rows
+  // could make 65 row blocks) keeps them wide. And not under a config.
+  CallShape hinted = down;
+  hinted.m = 1024, hinted.num_groups = 2, hinted.max_rows_per_group = 16;
+  EXPECT_EQ(row_block_bound(hinted, 16), 2);
+  EXPECT_EQ(row_block_limit(hinted, 16), 65);
+  ASSERT_EQ(sm90_persistent_plan(h200(), hinted, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
+  ggemm_config configured = blank_config();
+  configured.tile_m = 16;
+  ASSERT_EQ(sm90_persistent_plan(h200(), down, &configured, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
+  EXPECT_EQ(cfg.tile_n, 128u);
 }
 
 }  // namespace

@@ -4,13 +4,16 @@
 // producer, old-C loader), consumer.cuh (the wgmma mainloop), epilogue.cuh
 // (staging, TMA stores, masked stores, accumulate).
 //
-// One CTA per SM walks output tiles of tile_m tokens x 128 features. A and B
+// One CTA per SM walks output tiles of tile_m tokens x 128 features (64,
+// one consumer warpgroup multiplying, where the runtime plans narrow tiles:
+// runtime/plan_sm90.cpp, narrow_tiles). A and B
 // are swapped as the MMA sees them: the weights are the wgmma's M side (two
 // consumer warpgroups, 64 weight rows each) and the tokens its N side
 // (tile_m = 16..256), so decode-sized groups waste little.
 //
-//   warpgroup 0  40 registers. Warp 1: one thread walks the tiles and hands
-//                each to the other roles through shared memory
+//   warpgroup 0  40 registers. Warp 1 walks the tiles (its lanes together,
+//                32 groups a step) and lane 0 hands each to the other roles
+//                through shared memory
 //                (ptx/blocks/tile_handoff.h), so no other role waits on the
 //                walk's routing loads. Warp 0: the producer, one thread
 //                issuing TMA loads of each tile's weights and tokens into a

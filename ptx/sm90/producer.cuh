@@ -1,5 +1,5 @@
 // The sm_90a grouped GEMM's warpgroup 0 (grouped_gemm.cuh dispatches it):
-// the tile walker (one thread of warp 1) and the TMA producer (one thread of
+// the tile walker (warp 1) and the TMA producer (one thread of
 // warp 0), which also loads the old C of each tile for the accumulate
 // epilogue. Cfg is the kernel's GroupedGemmSm90Config.
 #pragma once
