@@ -19,6 +19,7 @@
 #include "ptx/blocks/grouped_params.h"
 #include "ptx/sm90/params.h"
 #include "ptx/blocks/tile_scheduler.h"
+#include "tests/lane_threads.h"
 
 namespace ggemm {
 namespace {
@@ -493,6 +494,66 @@ TEST(GroupedTileScheduler, BatchedGroupWalkMatchesOneGroupAtATime) {
   }
 }
 
+
+// The persistent kernels' walker warps cross groups 32 at a time, a group's
+// end per lane, by scans and a ballot over the lanes (next_lanes). Run here
+// by 32 threads as its lanes (tests/lane_threads.h), the header's very code
+// must give every lane the same tiles as the one-thread walk, for each CTA
+// of a launch: malformed offsets (decreasing, past M, wrapped), every
+// expert listed with few routed (steps of empty groups, stops at a step's
+// first and last lane), active counts below the groups, segments, both tile
+// widths. A lane that disagrees with another fails as well.
+TEST(GroupedTileScheduler, WarpWalkMatchesTheOneThreadWalk) {
+  std::vector<Routing> routings = malformed_routings();
+  for (uint64_t seed = 41; seed <= 46; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto uni = [&](uint32_t lo, uint32_t hi) { return std::uniform_int_distribution<uint32_t>(lo, hi)(rng); };
+    std::vector<uint32_t> rows(uni(1, 300), 0);
+    for (auto &x : rows) x = uni(0, 15) == 0 ? uni(1, 40) : 0;
+    Routing r = from_rows("sparse seed " + std::to_string(seed), rows, 8 * uni(1, 64), uni(0, 5));
+    r.stats_active = uni(0, 1) ? r.num_groups : uni(0, r.num_groups);
+    if (seed % 3 == 0) r.split0 = 8 * uni(1, r.n / 8), r.split1 = std::max(r.split0, 8 * uni(1, r.n / 8));
+    routings.push_back(r);
+  }
+  // Groups at a warp step's edges: routed groups 0, 31, 32, 63, 64, 200.
+  std::vector<uint32_t> edges(230, 0);
+  for (uint32_t g : {0u, 31u, 32u, 63u, 64u, 200u}) edges[g] = 5;
+  routings.push_back(from_rows("step edges", edges, 512, 2));
+  for (const Routing &r : routings) {
+    for (uint32_t tile_n : {64u, 128u}) {
+      for (uint32_t tile_m : {16u, 128u}) {
+        for (uint32_t grid : {1u, 7u, 132u}) {
+          SCOPED_TRACE(r.name + ", tile_n " + std::to_string(tile_n) + ", tile_m " + std::to_string(tile_m) +
+                       ", grid " + std::to_string(grid));
+          for (uint32_t b : {0u, grid / 2, grid - 1}) {
+            std::vector<GroupedTile> want;
+            {
+              GroupedTileScheduler sched(problem_of(r), tile_m, tile_n);
+              GroupedTile tile;
+              for (uint64_t t = b; sched.next(t, &tile); t += grid) want.push_back(tile);
+            }
+            // At most one tile past the one-thread walk's: a wrong walk may
+            // make groups of ~2^32 rows.
+            std::vector<std::vector<GroupedTile>> got(testing::LaneGroup::kLanes);
+            const bool met = testing::run_lanes([&](const testing::ThreadLanes &lanes) {
+              GroupedTileScheduler sched(problem_of(r), tile_m, tile_n);
+              GroupedTile tile;
+              std::vector<GroupedTile> &mine = got[lanes.id()];
+              for (uint64_t t = b; mine.size() <= want.size() && sched.next_lanes(t, &tile, lanes); t += grid)
+                mine.push_back(tile);
+            });
+            ASSERT_TRUE(met) << "CTA " << b << ": the lanes stopped meeting (their walks diverged)";
+            for (uint32_t lane = 0; lane < testing::LaneGroup::kLanes; ++lane) {
+              ASSERT_EQ(got[lane].size(), want.size()) << "CTA " << b << ", lane " << lane;
+              for (size_t i = 0; i < want.size(); ++i)
+                ASSERT_EQ(describe(got[lane][i]), describe(want[i])) << "CTA " << b << ", lane " << lane << ", tile " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
 
 // The short-K kernels stop a CTA at the sum of group_row_blocks_bound over
 // the active groups (times the column blocks) instead of walking past the

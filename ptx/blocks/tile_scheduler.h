@@ -91,6 +91,24 @@ GGEMM_HOST_DEVICE constexpr uint32_t group_row_blocks_bound(uint32_t lo, uint32_
 // (runtime/plan_sm90.cpp, narrow_tiles).
 constexpr uint64_t kMaxOutputElements = uint64_t(1) << 42;
 
+#if defined(__CUDA_ARCH__)
+// The lane operations of GroupedTileScheduler::next_lanes, by the warp's own
+// instructions: every lane of a converged warp calls each one.
+struct WarpLanes {
+  GGEMM_DEVICE uint32_t id() const { return threadIdx.x % 32; }
+  template <typename T>
+  GGEMM_DEVICE T shfl_up(T v, uint32_t delta) const {  // lane i gets lane i - delta's (its own below delta)
+    return __shfl_up_sync(~0u, v, delta);
+  }
+  template <typename T>
+  GGEMM_DEVICE T shfl(T v, uint32_t from) const {
+    return __shfl_sync(~0u, v, from);
+  }
+  GGEMM_DEVICE uint32_t ballot(bool p) const { return __ballot_sync(~0u, p); }
+  GGEMM_DEVICE uint32_t first_lane(uint32_t mask) const { return uint32_t(__ffs(mask)) - 1; }  // mask != 0
+};
+#endif
+
 class GroupedTileScheduler {
  public:
   static constexpr uint32_t kBandRowBlocks = 8;
@@ -122,20 +140,26 @@ class GroupedTileScheduler {
     return tile_at(t, out);
   }
 
-#if defined(__CUDA_ARCH__)
   // The same walk by a whole warp: all 32 lanes, converged, with the same t,
   // each left with the same scheduler and tile. Crossing groups, the lanes
   // load 32 groups' ends in one coalesced load and find t's group among them
   // by scans over the lanes, where next() loads kWalkBatch ends a step. A
   // decode call listing every expert (torch's offs: 128 groups, 8 of them
   // routed) then crosses the empty groups in 4 steps instead of 32.
-  GGEMM_DEVICE bool next_warp(uint64_t t, GroupedTile *out) {
+  // `lanes` gives the lane operations: the warp's own on the device
+  // (WarpLanes, next_warp), 32 threads standing in for the lanes in the CPU
+  // tests (tests/lane_threads.h), which so run this very code.
+  template <class Lanes>
+  GGEMM_HOST_DEVICE bool next_lanes(uint64_t t, GroupedTile *out, const Lanes &lanes) {
     while (!holds(t)) {
       tiles_before_ += group_tiles();
-      skip_groups_warp(t);
+      skip_groups_lanes(t, lanes);
     }
     return tile_at(t, out);
   }
+
+#if defined(__CUDA_ARCH__)
+  GGEMM_DEVICE bool next_warp(uint64_t t, GroupedTile *out) { return next_lanes(t, out, WarpLanes{}); }
 #endif
 
  private:
@@ -185,10 +209,9 @@ class GroupedTileScheduler {
   // group (8 rows over 128 listed experts: 23.5 us against 8.9 with the
   // routed groups only, H200). The same walk as one group at a time
   // (tests/test_scheduler.cpp compares them). The persistent kernels' walker
-  // warps cross groups by skip_groups_warp instead (the GPU tests check it:
-  // the CPU simulation runs this one); this one serves single-thread walks,
-  // the short-K kernels' and the CPU's. 4, not 8: 8 spilled the tile_m 256
-  // kernel when its 40-register walker was one thread.
+  // warps cross groups by skip_groups_lanes instead; this one serves
+  // single-thread walks (the short-K kernels'). 4, not 8: 8 spilled the
+  // tile_m 256 kernel when its 40-register walker was one thread.
   GGEMM_HOST_DEVICE void skip_groups(uint64_t t) {
     const uint32_t g0 = group_ + 1;
     uint32_t hi[kWalkBatch];
@@ -208,44 +231,43 @@ class GroupedTileScheduler {
     }
   }
 
-#if defined(__CUDA_ARCH__)
-  // skip_groups by a warp: lane i takes group g0 + i (g0 = the current
-  // group + 1). Its clamped end is the running maximum of min(a_offsets[g +
-  // 1], M) from the current group's end on (set_group's clamp, as a scan),
-  // its start the previous lane's end; a scan of the tile counts gives each
-  // group's first tile. The walk stops at the first lane whose tiles hold t
-  // or that lies past the last group; with none, at lane 31, and next_warp
-  // goes on from there.
-  GGEMM_DEVICE void skip_groups_warp(uint64_t t) {
-    const uint32_t lane = threadIdx.x % 32;
+  // skip_groups by the lanes of a warp: lane i takes group g0 + i (g0 = the
+  // current group + 1). Its clamped end is the running maximum of
+  // min(a_offsets[g + 1], M) from the current group's end on (set_group's
+  // clamp, as a scan), its start the previous lane's end; a scan of the tile
+  // counts gives each group's first tile. The walk stops at the first lane
+  // whose tiles hold t or that lies past the last group; with none, at lane
+  // 31, and next_lanes goes on from there.
+  template <class Lanes>
+  GGEMM_HOST_DEVICE void skip_groups_lanes(uint64_t t, const Lanes &lanes) {
+    const uint32_t lane = lanes.id();
     const uint32_t g = group_ + 1 + lane;
     const bool listed = g < p_.num_active;
     uint32_t end = listed ? min_u32(p_.a_offsets[g + 1], p_.m) : 0u;
     end = end > row_end_ ? end : row_end_;
     GGEMM_UNROLL
     for (uint32_t d = 1; d < 32; d *= 2) {
-      const uint32_t e = __shfl_up_sync(~0u, end, d);
+      const uint32_t e = lanes.shfl_up(end, d);
       if (lane >= d && e > end) end = e;
     }
-    uint32_t start = __shfl_up_sync(~0u, end, 1);
+    uint32_t start = lanes.shfl_up(end, 1);
     if (lane == 0) start = row_end_;
     const uint32_t blocks = listed ? ceil_div(end - start, tile_m_) : 0u;
     const uint32_t tiles = blocks * col_blocks_;  // one group's: < 2^32 (kMaxOutputElements)
     uint64_t through = tiles;                     // tiles of lanes 0..lane
     GGEMM_UNROLL
     for (uint32_t d = 1; d < 32; d *= 2) {
-      const uint64_t s = __shfl_up_sync(~0u, through, d);
+      const uint64_t s = lanes.shfl_up(through, d);
       if (lane >= d) through += s;
     }
-    const uint32_t stop = __ballot_sync(~0u, !listed || t < tiles_before_ + through);
-    const uint32_t f = stop ? uint32_t(__ffs(stop)) - 1 : 31u;
-    group_ = __shfl_sync(~0u, g, f);
-    row_start_ = __shfl_sync(~0u, start, f);
-    row_end_ = __shfl_sync(~0u, end, f);
-    row_blocks_ = __shfl_sync(~0u, blocks, f);
-    tiles_before_ += __shfl_sync(~0u, through - tiles, f);
+    const uint32_t stop = lanes.ballot(!listed || t < tiles_before_ + through);
+    const uint32_t f = stop ? lanes.first_lane(stop) : 31u;
+    group_ = lanes.shfl(g, f);
+    row_start_ = lanes.shfl(start, f);
+    row_end_ = lanes.shfl(end, f);
+    row_blocks_ = lanes.shfl(blocks, f);
+    tiles_before_ += lanes.shfl(through - tiles, f);
   }
-#endif
 
   // Group g (< num_active), a_offsets[g + 1] = hi. Groups come in order (0
   // from the constructor, then g + 1), so row_end_ is group g - 1's end (0
