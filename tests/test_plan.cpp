@@ -665,6 +665,19 @@ TEST(Sm90Plan, RefusesStages) {
   ggemm_config o = blank_config();
   o.stages = 1;  // a pipeline needs a stage to fill while one is consumed
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"stages"});
+  // Also where the whole K fits the ring (K 64 and 256: the two-buffer
+  // branch), with the accumulate epilogue's ring, and gathered: these were
+  // accepted, and the kernel waited forever on its one stage (a review
+  // found it; the device wait traps after 10 s).
+  for (int64_t k : {int64_t(64), int64_t(256)}) {
+    CallShape short_k = shape(4096, k);
+    expect_refused(o, short_k, GGEMM_STATUS_INVALID_CONFIG, {"stages"});
+    short_k.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+    expect_refused(o, short_k, GGEMM_STATUS_INVALID_CONFIG, {"stages"});
+    short_k.epilogue = GGEMM_EPILOGUE_STORE;
+    short_k.gather = true;
+    expect_refused(o, short_k, GGEMM_STATUS_INVALID_CONFIG, {"stages"});
+  }
   o.stages = -1;
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"stages"});
   // One more than fits for the automatic tile (128) and swizzle (128).
