@@ -191,11 +191,7 @@ Status size_pipeline(const DeviceProps &props, const GroupedShape &shape, const 
   if (fit < 2) return refuse_fit(tile, shape, props, fit);
   const int64_t k_iters = sm90::k_stages(uint32_t(shape.k), p->swizzle_bytes / 2, p->k_slices);
   const uint32_t fit2 = stages_that_fit(*p, shape, props, 2, p->k_slices);
-  p->stages = tile.stages;
-  // A pipeline needs a stage to fill while one is consumed: a consumer frees
-  // a stage only once the next one is full. (Refused before the branches
-  // below, some of which would otherwise accept any count that fits.)
-  if (p->stages == 1) return refuse_stages(p->stages, fit, props);
+  p->stages = tile.stages;  // 0 (automatic) or at least 2 (validate_config)
   if (shape.epilogue == GGEMM_EPILOGUE_ACCUMULATE) return size_accumulate_ring(props, shape, k_iters, p);
   if (fit2 >= 2 && k_iters <= int64_t(fit2) && (p->stages == 0 || p->stages <= fit2)) {
     p->staging_buffers = 2;

@@ -171,7 +171,8 @@ typedef struct ggemm_config {
                          8 or two tiles' k-steps; each stage costs barrier
                          setup at kernel entry; with the accumulate epilogue
                          the 2 to 4 staging slots that read the old outputs
-                         ahead take their share first) */
+                         ahead take their share first); otherwise 2 or
+                         more */
   int a_swizzle;      /* bytes: 128, 64 or 32 (activations) */
   int b_swizzle;      /* bytes: 128, 64 or 32 (weights); equal to a_swizzle */
 } ggemm_config;

@@ -99,7 +99,10 @@ ggemm_status validate_config(const ggemm_config *o, Arch arch, const DeviceProps
                 "config->a_swizzle/b_swizzle/tile_k give a %u-byte swizzle: weights stored [E, K, N] "
                 "(transpose_b = 0) need the 128-byte swizzle (tile_k 64) on %s",
                 swizzle_bytes, r.name);
-  if (o->stages < 0) return fail(GGEMM_STATUS_INVALID_CONFIG, "config->stages = %d: must be >= 0", o->stages);
+  // A pipeline needs a stage to fill while one is consumed (a consumer frees
+  // a stage only once the next is full): one stage would wait forever.
+  if (o->stages < 0 || o->stages == 1)
+    return fail(GGEMM_STATUS_INVALID_CONFIG, "config->stages = %d: must be 0 (automatic) or at least 2", o->stages);
   return GGEMM_STATUS_SUCCESS;
 }
 
