@@ -224,10 +224,8 @@ class GroupedTileScheduler {
         return;
       }
       set_group(g0 + i, hi[i]);
-      if (i + 1 == kWalkBatch) return;
-      const uint64_t tiles = uint64_t(row_blocks_) * col_blocks_;
-      if (t < tiles_before_ + tiles) return;
-      tiles_before_ += tiles;
+      if (i + 1 == kWalkBatch || holds(t)) return;
+      tiles_before_ += group_tiles();
     }
   }
 
