@@ -100,6 +100,10 @@ uint32_t auto_tile_m(Arch arch, const GroupedShape &s, int sm_count) {
 
 uint32_t auto_swizzle(const GroupedShape &s) {
   if (!s.transpose_b) return 128;  // [E, K, N] weights: 128B MN-major boxes only
+  // Gathered token rows land one 128-byte row at a time (sm_90a's loader
+  // writes them at 128-byte strides; a TMA box's shared-memory address must
+  // be 128-byte aligned): past K is zero fill.
+  if (s.gather) return 128;
   if (s.k <= 16) return 32;
   if (s.k <= 32) return 64;
   return 128;

@@ -19,7 +19,8 @@ int64_t typical_rows(const GroupedShape &s, int64_t max_rows);
 uint32_t auto_tile_m(Arch arch, const GroupedShape &s, int sm_count);
 
 // The automatic swizzle: one 128-byte row of K per stage (tile_k 64), unless
-// K is so short that most of the row would be zero fill.
+// K is so short that most of the row would be zero fill (and not with
+// gather on load, whose rows land 128 bytes apart).
 uint32_t auto_swizzle(const GroupedShape &s);
 
 // What both architectures take from the caller's config (already validated)

@@ -406,6 +406,19 @@ std::vector<Case> cases() {
     c.epilogue = GGEMM_EPILOGUE_STORE;
     c.gather_rows = 3;
     add(c);
+    // K <= 32, whose automatic swizzle without a gather is 64 or 32 bytes:
+    // gathered rows land 128 bytes apart whatever K (a one-row box at a
+    // 64-byte offset was a misaligned TMA destination), past K zero fill.
+    for (int64_t k : {24, 16}) {
+      c.name = "gather_short_k" + std::to_string(k);
+      c.rows = {9, 40, 0, 3};
+      c.num_experts = 4;
+      c.n = 200;
+      c.k = k;
+      c.gather_rows = 50;
+      c.hostile_index = true;
+      add(c);
+    }
   }
   // sm_90a's short-K kernel (K <= 128, K-major; the automatic config takes it
   // where its tiles fit one wave, as here): every output dtype and

@@ -445,6 +445,11 @@ TEST(Sm90Plan, SwizzleFollowsK) {
     KernelPlan cfg;
     ASSERT_EQ(sm90_persistent_plan(h200(), shape(4096, c.k, true), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
     EXPECT_EQ(cfg.swizzle_bytes, c.swizzle) << "K-major, k " << c.k;
+    // Gathered token rows land 128 bytes apart, whatever K.
+    CallShape gathered = shape(4096, c.k, true);
+    gathered.gather = true;
+    ASSERT_EQ(sm90_persistent_plan(h200(), gathered, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+    EXPECT_EQ(cfg.swizzle_bytes, 128u) << "gathered, k " << c.k;
     // [E, K, N] weights only have the 128-byte MN-major path.
     ASSERT_EQ(sm90_persistent_plan(h200(), shape(4096, c.k, false), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
     EXPECT_EQ(cfg.swizzle_bytes, 128u) << "MN-major, k " << c.k;
@@ -567,6 +572,14 @@ TEST(Sm90Plan, RefusesSwizzleAndTileK) {
   o.tile_k = 32;
   o.a_swizzle = 128;  // tile_k must be swizzle / 2 = 64
   expect_refused(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"tile_k"});
+  // Gather on load: only the 128-byte swizzle (rows land 128 bytes apart).
+  CallShape gathered = shape(4096, 24, true);
+  gathered.gather = true;
+  for (int sw : {32, 64}) {
+    o = blank_config();
+    o.a_swizzle = sw;
+    expect_refused(o, gathered, GGEMM_STATUS_INVALID_CONFIG, {"a_swizzle", "gather on load"});
+  }
   // [E, K, N] weights: only the 128-byte path exists.
   o = blank_config();
   o.a_swizzle = 64;

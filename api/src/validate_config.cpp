@@ -99,6 +99,11 @@ ggemm_status validate_config(const ggemm_config *o, Arch arch, const DeviceProps
                 "config->a_swizzle/b_swizzle/tile_k give a %u-byte swizzle: weights stored [E, K, N] "
                 "(transpose_b = 0) need the 128-byte swizzle (tile_k 64) on %s",
                 swizzle_bytes, r.name);
+  if (shape.gather && swizzle_bytes && swizzle_bytes != 128)
+    return fail(GGEMM_STATUS_INVALID_CONFIG,
+                "config->a_swizzle/b_swizzle/tile_k give a %u-byte swizzle: gather on load (a_row_index) "
+                "lands the token rows 128 bytes apart and needs the 128-byte swizzle (tile_k 64) on %s",
+                swizzle_bytes, r.name);
   // A pipeline needs a stage to fill while one is consumed (a consumer frees
   // a stage only once the next is full): one stage would wait forever.
   if (o->stages < 0 || o->stages == 1)

@@ -9,6 +9,9 @@
 //
 // A row lands at its row of the 128B-swizzled token tile: the TMA swizzles
 // by shared-memory address, so one row lands as it would in a whole box.
+// Gathers always plan the 128-byte swizzle (plan_common.cpp, auto_swizzle;
+// validate_config refuses others): a box's shared-memory destination must
+// be 128-byte aligned, so rows 64 or 32 bytes apart cannot be boxes.
 // An index outside the activations reads zeros (TMA's out-of-bounds fill;
 // checked mode reports it, check_gather_warp). A lane's bytes may complete
 // on the full barrier before the producer's expect_tx: the barrier's
