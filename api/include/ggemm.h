@@ -173,7 +173,8 @@ typedef struct ggemm_config {
                          the 2 to 4 staging slots that read the old outputs
                          ahead take their share first); otherwise 2 or
                          more */
-  int a_swizzle;      /* bytes: 128, 64 or 32 (activations) */
+  int a_swizzle;      /* bytes: 128, 64 or 32 (activations); 128 with
+                         gather on load (a_row_index), whatever K */
   int b_swizzle;      /* bytes: 128, 64 or 32 (weights); equal to a_swizzle */
 } ggemm_config;
 
