@@ -34,9 +34,10 @@ struct GroupedShape {
 bool spans_segments(const GroupedShape &s);
 
 // Weight rows per tile on both architectures (the sm_90a tile of two m64
-// warpgroups, the sm_100a tcgen05.mma M). sm_90a narrows its tiles to 64
-// rows where one warpgroup multiplies (plan_sm90.cpp, narrow_tiles).
+// warpgroups, the sm_100a tcgen05.mma M), and of a narrow tile for decode
+// (plan_rules.h, narrow_tiles).
 constexpr uint32_t kGroupedTileN = 128;
+constexpr uint32_t kNarrowTileN = 64;
 
 // Column blocks of tile_n features per row block, as the tile scheduler
 // (ptx/blocks/tile_scheduler.h) counts them for this call.
@@ -81,7 +82,7 @@ struct KernelPlan {
   uint32_t stages = 0;         // pipeline depth (persistent kernels)
   uint32_t staging_buffers = 1;  // sm_90a epilogue buffers per consumer warpgroup
   uint32_t k_slices = 1;         // sm_90a: tile_k-wide slices of K per stage
-  uint32_t consumer_warpgroups = 2;  // sm_90a: 2, or 1 with tiles of 64 features (plan_sm90.cpp, narrow_tiles)
+  uint32_t consumer_warpgroups = 2;  // sm_90a: 2, or 1 with tiles of 64 features (plan_rules.h, narrow_tiles)
   uint32_t weights_box_rows = kGroupedTileN;  // K-major weight rows per TMA box
   bool narrow_token_boxes = false;  // sm_90a: token boxes per MMA width below tile_m
   uint32_t cluster_size = 1;  // CTAs per cluster: sm_90a cluster_m, sm_100a cta_group, the short-K split

@@ -163,6 +163,20 @@ int64_t max_clusters(const KernelPlan &plan, const GroupedShape &shape, const De
   return std::max<int64_t>(1, std::min<int64_t>(by_sms, row_block_bound(shape, plan.tile_m) * pair_col_blocks));
 }
 
+bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
+                  const KernelPlan &p) {
+  if (!shape.transpose_b || p.cluster_size != 1 || shape.epilogue == GGEMM_EPILOGUE_SWIGLU) return false;
+  if (shape.n <= int64_t(kNarrowTileN)) return true;
+  if (config) return false;
+  const int64_t wide_tiles = row_block_limit(shape, p.tile_m) * column_blocks(shape, kGroupedTileN);
+  return 2 * wide_tiles <= int64_t(props.sm_count);
+}
+
+void narrow_plan(KernelPlan *p, const GroupedShape &shape) {
+  p->tile_n = kNarrowTileN;
+  p->weights_box_rows = kmajor_box_rows(true, 1, shape.n, p->tile_n);
+}
+
 namespace {
 std::atomic<PlanRequest::Sm90ShortK> g_sm90_short_k{PlanRequest::Sm90ShortK::kAutomatic};
 std::atomic<uint32_t> g_sm90_k_slices{0};

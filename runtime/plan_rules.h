@@ -43,7 +43,28 @@ StatusOr<KernelPlan> persistent_plan_of_tile(Arch arch, const GroupedShape &shap
 Status refuse_fit(const TileChoice &c, const GroupedShape &shape, const DeviceProps &props, uint32_t fit);
 Status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &props);
 
-// The persistent grid's clusters: one CTA (or cluster) per SM (ctas_per_sm
+// Tiles of kNarrowTileN features, each CTA streaming half as many weight
+// rows, on both architectures (K-major weights, no cluster or pair, no
+// SwiGLU, whose octet pairs fill a whole tile), where
+//  - N <= 64: the other half of a wide tile would lie past N;
+//  - or tiles of 128 features would leave half the SMs idle (decode with few
+//    groups: Mixtral's down projection at one token is 2 groups x 32 column
+//    blocks, 64 tiles on 132 SMs, each streaming 3.7 MB of weights). Half as
+//    wide, twice the tiles stream the same weights on twice the SMs; the
+//    token tile is re-read per column block, a few KB at these sizes.
+//    Counted by row_block_limit, which no routing exceeds (the caller's
+//    rows-per-group bound may be wrong): a narrow tile's group never has
+//    2^32 tiles (ptx/blocks/tile_scheduler.h, kMaxOutputElements). Not under
+//    a config, which describes the wide kernel its fields name.
+// sm_90a multiplies a narrow tile with one consumer warpgroup; sm_100a's
+// tcgen05.mma keeps M 128, the rows past the 64-row box never stored
+// (ptx/sm100/grouped_gemm.cuh).
+bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
+                  const KernelPlan &p);
+// A plan's tile and weight box made narrow.
+void narrow_plan(KernelPlan *p, const GroupedShape &shape);
+
+// The persistent grid's clusters:// The persistent grid's clusters: one CTA (or cluster) per SM (ctas_per_sm
 // for the short-K kernels), fewer when the host's bound on the tiles is
 // smaller. Clusters of two walk pair tiles of 256 weight rows, so the bound
 // counts those.

@@ -2,7 +2,8 @@
 // One kernel family, the persistent tcgen05 kernel: its token tile and
 // swizzle from the shared rules (plan_common.cpp) or the config, cta_group 2
 // only when the config asks for it (no Blackwell GPU has measured the
-// difference) and never for gather or SwiGLU, and every stage that fits.
+// difference) and never for gather or SwiGLU, narrow tiles for decode as on
+// sm_90a, and every stage that fits.
 #include <algorithm>
 
 #include "ptx/blocks/grouped_params.h"
@@ -34,6 +35,9 @@ StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &sh
   // memory 8 columns at a time, so unlike sm_90a's registers nothing
   // limits it; one K slice a stage, as every sm_100a stage is.
   if (swiglu) p.weights_box_rows = kGroupedTileN;
+  // Narrow tiles for decode (plan_rules.h): 64-row weight boxes, and the
+  // walker's tiles as wide (GroupedGemmSm100Config::walk_tile_n).
+  if (narrow_tiles(props, shape, config, p)) narrow_plan(&p, shape);
   const uint32_t fit = sm100::max_stages(p.tile_m, p.swizzle_bytes, uint32_t(props.smem_optin), p.cluster_size);
   if (fit < 2) return refuse_fit(tile, shape, props, fit);
   p.stages = tile.stages;

@@ -204,28 +204,6 @@ Status size_pipeline(const DeviceProps &props, const GroupedShape &shape, const 
   return OkStatus();
 }
 
-// Tiles of 64 features, multiplied by one consumer warpgroup (K-major
-// weights, no cluster, no SwiGLU, whose octet pairs need both), where
-//  - N <= 64: the second warpgroup's rows would all lie past N, and its 64
-//    guard rows per stage go to the pipeline (weights_stage_rows);
-//  - or tiles of 128 features would leave half the SMs idle (decode with few
-//    groups: Mixtral's down projection at one token is 2 groups x 32 column
-//    blocks, 64 tiles on 132 SMs, each streaming 3.7 MB of weights). Half as
-//    wide, twice the tiles stream the same weights on twice the SMs; the
-//    token tile is re-read per column block, a few KB at these sizes.
-//    Counted by row_block_limit, which no routing exceeds (the caller's
-//    rows-per-group bound may be wrong): a narrow tile's group never has
-//    2^32 tiles (ptx/blocks/tile_scheduler.h, kMaxOutputElements). Not under
-//    a config, which describes the wide kernel its fields name.
-bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
-                  const KernelPlan &p) {
-  if (!shape.transpose_b || p.cluster_size != 1 || shape.epilogue == GGEMM_EPILOGUE_SWIGLU) return false;
-  if (shape.n <= 64) return true;
-  if (config) return false;
-  const int64_t wide_tiles = row_block_limit(shape, p.tile_m) * column_blocks(shape, sm90::kTileN);
-  return 2 * wide_tiles <= int64_t(props.sm_count);
-}
-
 StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShape &shape,
                                      const ggemm_config *config, uint32_t k_slices_request) {
   TileChoice tile = choose_tile(Arch::kSm90a, props, shape, config);
@@ -262,10 +240,10 @@ StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShap
   // SwiGLU loads whole octet-pair tiles (kSwigluOctet: 128 interleaved rows,
   // zeros past I), multiplied by both warpgroups.
   if (swiglu) p.weights_box_rows = sm90::kTileN;
+  static_assert(sm90::kTileN / sm90::kConsumerWarpgroups == kNarrowTileN, "a narrow tile is one warpgroup's rows");
   if (narrow_tiles(props, shape, config, p)) {
     p.consumer_warpgroups = 1;
-    p.tile_n = sm90::kTileN / sm90::kConsumerWarpgroups;
-    p.weights_box_rows = kmajor_box_rows(true, 1, shape.n, p.tile_n);
+    narrow_plan(&p, shape);
   }
   p.k_slices = choose_k_slices(p, shape, props, tile.stages, k_slices_request);
   GGEMM_RETURN_IF_ERROR(size_pipeline(props, shape, tile, &p));

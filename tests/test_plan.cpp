@@ -1486,6 +1486,75 @@ TEST(Sm100Plan, RefusesWhatSm90Refuses) {
   expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"tile_m 256", "at least 2"}, small);
 }
 
+// Narrow tiles for decode, by the rule sm_90a runs (plan_rules.h,
+// narrow_tiles), against the B200's 148 SMs: Mixtral's down projection at
+// one token (2 row blocks x 32 wide column blocks = 64 tiles) goes to 64-row
+// tiles and weight boxes, the grid sized by them. Never run on hardware.
+TEST(Sm100Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
+  CallShape down;
+  down.a_dtype = down.c_dtype = GGEMM_DTYPE_BF16;
+  down.m = 2, down.n = 4096, down.k = 14336, down.num_groups = 8, down.transpose_b = true;
+  KernelPlan cfg;
+  ASSERT_EQ(sm100_plan(b200(), down, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.tile_n, 64u);
+  EXPECT_EQ(cfg.weights_box_rows, 64u);
+  EXPECT_EQ(cfg.max_clusters, 128);
+  // 74 wide tiles (half of 148 SMs) still narrow; 75 stay wide.
+  CallShape edge = down;
+  edge.m = edge.num_groups = 1;
+  edge.n = 74 * 128;
+  ASSERT_EQ(sm100_plan(b200(), edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_n, 64u);
+  EXPECT_EQ(cfg.max_clusters, 148);
+  edge.n = 74 * 128 + 1;
+  ASSERT_EQ(sm100_plan(b200(), edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_n, 128u);
+  EXPECT_EQ(cfg.weights_box_rows, 128u);
+  // Not with SwiGLU (whose octet pairs fill a tile), MN-major weights, a
+  // pair or a config, nor where the wide tiles fill half the SMs (Qwen3-30B's
+  // down projection at one token: 8 row blocks x 16 column blocks).
+  CallShape swiglu = down;
+  swiglu.epilogue = GGEMM_EPILOGUE_SWIGLU;
+  swiglu.n = 2 * 4096;
+  ASSERT_EQ(sm100_plan(b200(), swiglu, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.tile_n, 128u);
+  CallShape mn_major = down;
+  mn_major.transpose_b = false;
+  ASSERT_EQ(sm100_plan(b200(), mn_major, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_n, 128u);
+  CallShape qwen3_down = down;
+  qwen3_down.m = 8, qwen3_down.n = 2048, qwen3_down.k = 768, qwen3_down.num_groups = 128;
+  ASSERT_EQ(sm100_plan(b200(), qwen3_down, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(cfg.tile_n, 128u);
+  ggemm_config pair = blank_config();
+  pair.cta_group = 2;
+  ASSERT_EQ(sm100_plan(b200(), down, &pair, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.tile_n, 128u);
+  ggemm_config configured = blank_config();
+  configured.tile_m = 16;
+  ASSERT_EQ(sm100_plan(b200(), down, &configured, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.tile_n, 128u);
+}
+
+// The kernel's walker takes its tile width from the launch's weight box
+// (sm100::walk_tile_n); the grid is sized by the plan's tile_n. Both must
+// count the same column blocks, narrow or wide, N below a tile or not.
+TEST(Sm100Plan, WalkerTilesAreThePlansTiles) {
+  for (bool kmajor : {true, false})
+    for (int64_t n : {8, 48, 64, 72, 120, 128, 200, 4096, 74 * 128 + 1})
+      for (int64_t m : {1, 2, 4096}) {
+        CallShape s = shape(4096, 4096, kmajor);
+        s.n = n;
+        s.m = m;
+        s.num_groups = m < 8 ? 8 : 64;
+        KernelPlan cfg;
+        ASSERT_EQ(sm100_plan(b200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+        SCOPED_TRACE(::testing::Message() << (kmajor ? "K-major" : "MN-major") << " n " << n << " m " << m);
+        EXPECT_EQ(column_blocks(s, sm100::walk_tile_n(kmajor, cfg.weights_box_rows, cfg.cluster_size)),
+                  column_blocks(s, cfg.tile_n));
+      }
+}
+
 TEST(Sm100Plan, HonoursValidOverridesExactly) {
   struct Case {
     int tile_m, tile_k, a_swizzle, b_swizzle, mma_n, stages;

@@ -98,20 +98,30 @@ struct EpilogueSm100 {
         store_zeros<K>(tile, view, rows, q, lane);
         continue;
       }
+      // A warp whose 32 rows all lie past the tile's columns (narrow tiles,
+      // N below 128) stores nothing and skips the accumulator's loads; it
+      // still waits for the accumulator before handing it back, so its
+      // arrival counts for this tile's phase. (SwiGLU's rows pair across a
+      // warp's lanes; its warps always drain.)
+      const bool drains = K == Kind::kSwiglu || 32 * q < tile.cols;
       // Row scale: this tile's routing weights, loaded before the
       // accumulator is ready, so their latency hides under the tile's MMAs.
       RowScalesSm100<Cfg> scales;
-      if constexpr (K == Kind::kRowScale) scales.load(p, tile.row0, rows, lane);
+      if constexpr (K == Kind::kRowScale) {
+        if (drains) scales.load(p, tile.row0, rows, lane);
+      }
 
       ptx::mbarrier_wait_parity(&b.acc_full[acc.stage], acc.phase);
       tcgen05_fence_after_thread_sync();
       const uint32_t taddr = tmem_base + make_tmem_addr(32 * q, acc.stage * Cfg::kTileM);
-      if constexpr (K == Kind::kSwiglu) {
-        drain_swiglu(p, tile, view, rows, taddr, q, lane);
-      } else if constexpr (K == Kind::kRowScale) {
-        drain_row_scale(p, tile, view, rows, taddr, row_in_tile, scales);
-      } else {
-        drain<K == Kind::kAccumulate>(p, tile, view, rows, taddr, row_in_tile);
+      if (drains) {
+        if constexpr (K == Kind::kSwiglu) {
+          drain_swiglu(p, tile, view, rows, taddr, q, lane);
+        } else if constexpr (K == Kind::kRowScale) {
+          drain_row_scale(p, tile, view, rows, taddr, row_in_tile, scales);
+        } else {
+          drain<K == Kind::kAccumulate>(p, tile, view, rows, taddr, row_in_tile);
+        }
       }
       // This thread's loads of the accumulator are complete (wait::ld): hand
       // it back to the MMA thread (the leader's) for the tile after next.

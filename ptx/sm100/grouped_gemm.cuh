@@ -8,7 +8,9 @@
 // descriptor encoders (unit tests against the PTX ISA tables), and its tile walk (the scheduler the sm_90a kernel runs
 // on the H200, simulated for whole launches on the CPU).
 //
-// One CTA per SM walks output tiles of tile_m tokens x 128 features, with the
+// One CTA per SM walks output tiles of tile_m tokens x 128 features (64 with
+// narrow tiles for decode: 64-row weight boxes, the MMA's M still 128, the
+// accumulator rows past the box never stored), with the
 // same scheduler, routing views and epilogue semantics as the sm_90a kernel.
 // A and B are swapped as the MMA sees them: the weights are tcgen05.mma's M
 // side (128 rows, one tensor-memory lane each) and the tokens its N side.
@@ -87,7 +89,7 @@ struct GroupedGemmSm100Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static_assert(TileM % 16 == 0 && TileM >= 16 && TileM <= 256, "tile_m is the MMA's N: 16..256, step 16 at M 128");
   static_assert(CtaGroup == 1 || (CtaGroup == 2 && TileM >= 32),
                 "cta_group 2 splits the tokens between the pair: 16 or more each");
-  static constexpr uint32_t kPairTileN = kTileN * CtaGroup;              // weight rows the scheduler walks
+  static constexpr uint32_t kPairTileN = kTileN * CtaGroup;              // the MMA's M (walk_tile_n: a tile's rows)
   static constexpr uint32_t kTokensPerCta = uint32_t(TileM) / CtaGroup;  // B rows each CTA loads
   static constexpr uint32_t kTmemColumns = tmem_columns(TileM);
   static_assert(kAccBuffers * TileM <= kTmemColumns && kTmemColumns <= 512, "both accumulators fit in tensor memory");
@@ -128,6 +130,11 @@ struct GroupedGemmSm100Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
                             kPairTileN,
                             uint32_t(TileM)}
         .encode();
+  }
+
+  // Weight rows of each tile the walker hands out (smem_layout.h).
+  GGEMM_DEVICE static uint32_t walk_tile_n(const GroupedGemmParams &p) {
+    return sm100::walk_tile_n(Layout == WeightLayout::kKMajor, p.weights_box_rows, CtaGroup);
   }
 
   // This CTA's (or pair's) tiles: the linear indices of its cluster.

@@ -23,7 +23,7 @@ struct TileWalkerSm100 {
   // The walker warp, all of it: the lanes walk together (next_warp: 32
   // groups' ends a step where groups are crossed), lane 0 publishes.
   GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
-    GroupedTileScheduler sched(grouped_problem(p), Cfg::kTileM, Cfg::kPairTileN);
+    GroupedTileScheduler sched(grouped_problem(p), Cfg::kTileM, Cfg::walk_tile_n(p));
     const ClusterWalk w = Cfg::walk();
     TileHandoff handoff;
     GroupedTile pair;

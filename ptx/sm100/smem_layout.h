@@ -33,6 +33,17 @@ GGEMM_HOST_DEVICE constexpr uint32_t tmem_columns(uint32_t tile_m) {
   return n;
 }
 
+// Weight rows of each tile the walker hands out. K-major weights: each
+// CTA's box rows (p.weights_box_rows) times the CTAs of the pair: 128 a CTA,
+// 64 with narrow tiles for decode (runtime/plan_rules.h, narrow_tiles: the
+// MMA keeps M 128, and the accumulator rows past the box, computed from
+// stale shared memory, are never stored: the epilogue stores the tile's
+// cols), or N rounded up to 8 where N is narrower, whose one column block
+// is the same as a 128-row tile's. MN-major weights: 128 a CTA.
+GGEMM_HOST_DEVICE constexpr uint32_t walk_tile_n(bool kmajor, uint32_t weights_box_rows, uint32_t cta_group) {
+  return (kmajor ? weights_box_rows : kTileN) * cta_group;
+}
+
 struct SmemLayout {
   uint32_t weights_stage_bytes;  // kTileN x tile_k
   uint32_t tokens_stage_bytes;   // tile_m / cta_group x tile_k
