@@ -64,7 +64,7 @@ bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const gge
 // A plan's tile and weight box made narrow.
 void narrow_plan(KernelPlan *p, const GroupedShape &shape);
 
-// The persistent grid's clusters:// The persistent grid's clusters: one CTA (or cluster) per SM (ctas_per_sm
+// The persistent grid's clusters: one CTA (or cluster) per SM (ctas_per_sm
 // for the short-K kernels), fewer when the host's bound on the tiles is
 // smaller. Clusters of two walk pair tiles of 256 weight rows, so the bound
 // counts those.

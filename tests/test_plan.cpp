@@ -1491,7 +1491,7 @@ TEST(Sm100Plan, RefusesWhatSm90Refuses) {
 // one token (2 row blocks x 32 wide column blocks = 64 tiles) goes to 64-row
 // tiles and weight boxes, the grid sized by them. Never run on hardware.
 TEST(Sm100Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
-  CallShape down;
+  CallShape down{};
   down.a_dtype = down.c_dtype = GGEMM_DTYPE_BF16;
   down.m = 2, down.n = 4096, down.k = 14336, down.num_groups = 8, down.transpose_b = true;
   KernelPlan cfg;
@@ -1537,22 +1537,44 @@ TEST(Sm100Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
 }
 
 // The kernel's walker takes its tile width from the launch's weight box
-// (sm100::walk_tile_n); the grid is sized by the plan's tile_n. Both must
-// count the same column blocks, narrow or wide, N below a tile or not.
+// (sm100::walk_tile_n); the grid is sized by the plan's tile_n. Without a
+// pair both must count the same column blocks, narrow or wide, N below a
+// tile or not, in one segment or three (spanned by store, not by
+// accumulate); a pair walks 256-row tiles, which max_clusters bounds by
+// half the 128-row blocks plus the segments' ends.
 TEST(Sm100Plan, WalkerTilesAreThePlansTiles) {
+  struct Splits {
+    int64_t split0, split1;  // as fractions of N: 0 = one segment
+  };
   for (bool kmajor : {true, false})
     for (int64_t n : {8, 48, 64, 72, 120, 128, 200, 4096, 74 * 128 + 1})
-      for (int64_t m : {1, 2, 4096}) {
-        CallShape s = shape(4096, 4096, kmajor);
-        s.n = n;
-        s.m = m;
-        s.num_groups = m < 8 ? 8 : 64;
-        KernelPlan cfg;
-        ASSERT_EQ(sm100_plan(b200(), s, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-        SCOPED_TRACE(::testing::Message() << (kmajor ? "K-major" : "MN-major") << " n " << n << " m " << m);
-        EXPECT_EQ(column_blocks(s, sm100::walk_tile_n(kmajor, cfg.weights_box_rows, cfg.cluster_size)),
-                  column_blocks(s, cfg.tile_n));
-      }
+      for (int64_t m : {1, 2, 4096})
+        for (bool three_segments : {false, true})
+          for (ggemm_epilogue epilogue : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE})
+            for (int cta_group : {1, 2}) {
+              CallShape s = shape(4096, 4096, kmajor);
+              s.n = n;
+              s.m = m;
+              s.num_groups = m < 8 ? 8 : 64;
+              s.epilogue = epilogue;
+              if (three_segments) s.split0 = n / 3, s.split1 = 2 * n / 3;
+              ggemm_config pair = blank_config();
+              pair.cta_group = 2;
+              KernelPlan cfg;
+              SCOPED_TRACE(::testing::Message() << (kmajor ? "K-major" : "MN-major") << " n " << n << " m " << m
+                                                << (three_segments ? " three segments" : "") << " epilogue "
+                                                << epilogue << " cta_group " << cta_group);
+              ASSERT_EQ(sm100_plan(b200(), s, cta_group == 2 ? &pair : nullptr, &cfg), GGEMM_STATUS_SUCCESS)
+                  << ggemm_last_error_message();
+              const int64_t walked = column_blocks(s, sm100::walk_tile_n(kmajor, cfg.weights_box_rows, cfg.cluster_size));
+              const int64_t planned = column_blocks(s, cfg.tile_n);
+              if (cta_group == 1) {
+                EXPECT_EQ(walked, planned);
+              } else {
+                EXPECT_EQ(cfg.tile_n, 128u);
+                EXPECT_LE(walked, (planned + 1) / 2 + 2);
+              }
+            }
 }
 
 TEST(Sm100Plan, HonoursValidOverridesExactly) {
@@ -1708,13 +1730,13 @@ TEST(Sm90Plan, OneConsumerWarpgroupWhenNFitsInIt) {
 }
 
 // Tiles of 64 features where tiles of 128 would leave half the SMs idle
-// (decode with few groups), by plan_sm90.cpp's narrow_tiles: Mixtral's down
+// (decode with few groups), by plan_rules.h's narrow_tiles: Mixtral's down
 // projection at one token, top-2,
 // as torch's offs list it (8 groups, 2 rows). The grid is sized by the
 // narrow tiles: 2 row blocks (rows in at most 2 groups, whatever the listed
 // 8) x 64 column blocks.
 TEST(Sm90Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
-  CallShape down;
+  CallShape down{};
   down.a_dtype = down.c_dtype = GGEMM_DTYPE_BF16;
   down.m = 2, down.n = 4096, down.k = 14336, down.num_groups = 8, down.transpose_b = true;
   EXPECT_EQ(row_block_bound(down, 16), 2);

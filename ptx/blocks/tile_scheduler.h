@@ -85,10 +85,10 @@ GGEMM_HOST_DEVICE constexpr uint32_t group_row_blocks_bound(uint32_t lo, uint32_
 // (r / 16 + 1) (N / 128 + 1) <= M N / 2048 + M / 16 + N / 128 + 1 < 2^32
 // tiles for M, N < 2^31. (A 64-bit division is a called subroutine whose
 // return address ptxas may have to keep on the stack.) 2^42 elements are
-// 8 TiB of bf16, far past any GPU's memory. sm_90a's tiles of 64 features
-// (which would double that count) are planned only where N <= 64 or the
-// whole call has a few hundred tiles whatever its routing
-// (runtime/plan_sm90.cpp, narrow_tiles).
+// 8 TiB of bf16, far past any GPU's memory. Tiles of 64 features (which
+// would double that count) are planned only where N <= 64 or the whole call
+// has a few hundred tiles whatever its routing (runtime/plan_rules.h,
+// narrow_tiles).
 constexpr uint64_t kMaxOutputElements = uint64_t(1) << 42;
 
 #if defined(__CUDA_ARCH__)

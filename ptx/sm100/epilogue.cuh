@@ -88,7 +88,7 @@ struct EpilogueSm100 {
     RingPosition acc;
     GroupedTile pair;
     while (Cfg::next_tile(handoff, &pair)) {
-      const GroupedTile tile = cta_share(pair, rank);  // this CTA's 128 rows of the pair tile
+      const GroupedTile tile = cta_share(pair, rank);  // this CTA's rows of the pair tile
       const bool active = tile.expert >= 0;
       if (!active && K == Kind::kAccumulate) continue;  // C += 0
       const OutputView &view = p.out[p.span_segments ? output_segment(p, tile.col0 + row_in_tile) : tile.segment];

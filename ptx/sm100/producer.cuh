@@ -59,8 +59,8 @@ struct ProducerSm100 {
     }
   }
 
-  // One stage's weights (this CTA's 128 rows of the pair tile at col0,
-  // slice k0 of K) into wt, completing on the full barrier of the MMA's CTA.
+  // One stage's weights (this CTA's rows of the pair tile at col0: a box of
+  // weights_box_rows, 128 or 64; slice k0 of K) into wt, completing on the full barrier of the MMA's CTA.
   GGEMM_DEVICE static void load_weights(const GroupedGemmParams &p, uint8_t *wt, uint64_t *full, int32_t k0,
                                         uint32_t col0, int32_t expert, uint32_t tile_k) {
     if constexpr (Cfg::kLayout == WeightLayout::kKMajor) {
@@ -95,7 +95,8 @@ struct ProducerSm100 {
     GroupedTile pair;
     while (Cfg::next_tile(handoff, &pair)) {
       if (pair.expert < 0) continue;  // inactive group: nothing to load
-      // This CTA's 128 weight rows (zero-filled past N by the 3-D map) and
+      // This CTA's weight rows (a box of weights_box_rows, zero-filled past N
+      // by the 3-D map) and
       // its share of the tokens (rows past the group are computed, never stored).
       const uint32_t weight_row = pair.col0 + rank * kTileN;
       const int32_t token_row = int32_t(pair.row0 + rank * Cfg::kTokensPerCta + (p.a_planes ? pair.segment * p.m : 0));

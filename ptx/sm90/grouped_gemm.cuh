@@ -6,7 +6,7 @@
 //
 // One CTA per SM walks output tiles of tile_m tokens x 128 features (64,
 // one consumer warpgroup multiplying, where the runtime plans narrow tiles:
-// runtime/plan_sm90.cpp, narrow_tiles). A and B
+// runtime/plan_rules.h, narrow_tiles). A and B
 // are swapped as the MMA sees them: the weights are the wgmma's M side (two
 // consumer warpgroups, 64 weight rows each) and the tokens its N side
 // (tile_m = 16..256), so decode-sized groups waste little.
@@ -111,7 +111,7 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   // The consumer warpgroups that multiply (Sm90GroupedParams::
   // consumer_warpgroups): one, with tiles of 64 features, for K-major
   // weights without a cluster where N <= 64 or wide tiles would leave half
-  // the SMs idle (runtime/plan_sm90.cpp, narrow_tiles); otherwise both.
+  // the SMs idle (runtime/plan_rules.h, narrow_tiles); otherwise both.
   static constexpr bool kOneConsumerAllowed = Layout == WeightLayout::kKMajor && ClusterM == 1;
   // At tile_m 256 the 128 accumulator registers leave too few for the
   // accumulate epilogue's old values (it spills); the runtime never picks

@@ -54,7 +54,7 @@ struct Sm90GroupedParams : GroupedGemmParams {
   uint32_t narrow_token_boxes;  // 1: tmap_tokens_narrow is encoded (sm_90a, k_slices 1, no cluster)
   // sm_90a: the consumer warpgroups that multiply, 2, or 1 (K-major
   // weights, no cluster) with tiles of 64 features, when N <= 64 or wide
-  // tiles would leave half the SMs idle (runtime/plan_sm90.cpp,
+  // tiles would leave half the SMs idle (runtime/plan_rules.h,
   // narrow_tiles). The second warpgroup then takes no tiles, and the stage's
   // weight slot ends 64 rows past the last slice's box instead of 128
   // (weights_stage_rows: deeper pipelines for the LoRA shrink).
