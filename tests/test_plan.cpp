@@ -1486,53 +1486,84 @@ TEST(Sm100Plan, RefusesWhatSm90Refuses) {
   expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"tile_m 256", "at least 2"}, small);
 }
 
-// Narrow tiles for decode, by the rule sm_90a runs (plan_rules.h,
-// narrow_tiles), against the B200's 148 SMs: Mixtral's down projection at
-// one token (2 row blocks x 32 wide column blocks = 64 tiles) goes to 64-row
-// tiles and weight boxes, the grid sized by them. Never run on hardware.
-TEST(Sm100Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
+// The narrow-tile rule (plan_rules.h, narrow_tiles) as an architecture's
+// planner applies it: tiles of 64 features and 64-row weight boxes where
+// tiles of 128 would leave half the SMs idle (decode with few groups), the
+// grid sized by them. `narrow` says whether a plan is narrow (and checks
+// whatever else the architecture sets with it).
+using Planner = std::function<ggemm_status(const DeviceProps &, const CallShape &, const ggemm_config *, KernelPlan *)>;
+void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
+                              const std::function<bool(const KernelPlan &)> &narrow) {
+  // Mixtral's down projection at one token, top-2, as torch's offs list it
+  // (8 groups, 2 rows): 2 row blocks (rows in at most 2 groups, whatever the
+  // listed 8) x 32 wide column blocks.
   CallShape down{};
   down.a_dtype = down.c_dtype = GGEMM_DTYPE_BF16;
   down.m = 2, down.n = 4096, down.k = 14336, down.num_groups = 8, down.transpose_b = true;
+  EXPECT_EQ(row_block_bound(down, 16), 2);
   KernelPlan cfg;
-  ASSERT_EQ(sm100_plan(b200(), down, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  ASSERT_EQ(plan(props, down, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.tile_m, 16u);
+  EXPECT_TRUE(narrow(cfg));
   EXPECT_EQ(cfg.tile_n, 64u);
   EXPECT_EQ(cfg.weights_box_rows, 64u);
   EXPECT_EQ(cfg.max_clusters, 128);
-  // 74 wide tiles (half of 148 SMs) still narrow; 75 stay wide.
+  // Wide tiles for half the SMs still narrow; one more column stays wide.
   CallShape edge = down;
   edge.m = edge.num_groups = 1;
-  edge.n = 74 * 128;
-  ASSERT_EQ(sm100_plan(b200(), edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.tile_n, 64u);
-  EXPECT_EQ(cfg.max_clusters, 148);
-  edge.n = 74 * 128 + 1;
-  ASSERT_EQ(sm100_plan(b200(), edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  edge.n = props.sm_count / 2 * 128;
+  ASSERT_EQ(plan(props, edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_TRUE(narrow(cfg));
+  EXPECT_EQ(cfg.max_clusters, props.sm_count);
+  edge.n += 1;
+  ASSERT_EQ(plan(props, edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_FALSE(narrow(cfg));
   EXPECT_EQ(cfg.tile_n, 128u);
   EXPECT_EQ(cfg.weights_box_rows, 128u);
-  // Not with SwiGLU (whose octet pairs fill a tile), MN-major weights, a
-  // pair or a config, nor where the wide tiles fill half the SMs (Qwen3-30B's
-  // down projection at one token: 8 row blocks x 16 column blocks).
+  // Not with SwiGLU (its octet pairs fill a whole tile), MN-major weights,
+  // nor where the wide tiles fill more than half the SMs (Qwen3-30B's down
+  // projection at one token: 8 row blocks x 16 column blocks).
   CallShape swiglu = down;
   swiglu.epilogue = GGEMM_EPILOGUE_SWIGLU;
   swiglu.n = 2 * 4096;
-  ASSERT_EQ(sm100_plan(b200(), swiglu, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-  EXPECT_EQ(cfg.tile_n, 128u);
+  ASSERT_EQ(plan(props, swiglu, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_FALSE(narrow(cfg));
   CallShape mn_major = down;
   mn_major.transpose_b = false;
-  ASSERT_EQ(sm100_plan(b200(), mn_major, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.tile_n, 128u);
+  ASSERT_EQ(plan(props, mn_major, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_FALSE(narrow(cfg));
   CallShape qwen3_down = down;
   qwen3_down.m = 8, qwen3_down.n = 2048, qwen3_down.k = 768, qwen3_down.num_groups = 128;
-  ASSERT_EQ(sm100_plan(b200(), qwen3_down, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.tile_n, 128u);
-  ggemm_config pair = blank_config();
-  pair.cta_group = 2;
-  ASSERT_EQ(sm100_plan(b200(), down, &pair, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-  EXPECT_EQ(cfg.tile_n, 128u);
+  ASSERT_EQ(plan(props, qwen3_down, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_FALSE(narrow(cfg));
+  EXPECT_EQ(cfg.max_clusters, 8 * 16);
+  // Counted whatever the routing: a rows-per-group bound that makes the
+  // tiles few (2 groups of at most 16 rows) but M that does not (1024 rows
+  // could make 65 row blocks) keeps them wide. And not under a config.
+  CallShape hinted = down;
+  hinted.m = 1024, hinted.num_groups = 2, hinted.max_rows_per_group = 16;
+  EXPECT_EQ(row_block_bound(hinted, 16), 2);
+  EXPECT_EQ(row_block_limit(hinted, 16), 65);
+  ASSERT_EQ(plan(props, hinted, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_FALSE(narrow(cfg));
   ggemm_config configured = blank_config();
   configured.tile_m = 16;
-  ASSERT_EQ(sm100_plan(b200(), down, &configured, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  ASSERT_EQ(plan(props, down, &configured, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_FALSE(narrow(cfg));
+  EXPECT_EQ(cfg.tile_n, 128u);
+}
+
+// sm_100a plans sm_90a's narrow tiles against the B200's 148 SMs (the MMA
+// keeps M 128; never run on hardware), and a pair's tiles stay wide.
+TEST(Sm100Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
+  expect_narrow_tiles_rule(sm100_plan, b200(), [](const KernelPlan &p) { return p.tile_n == 64; });
+  CallShape down{};
+  down.a_dtype = down.c_dtype = GGEMM_DTYPE_BF16;
+  down.m = 2, down.n = 4096, down.k = 14336, down.num_groups = 8, down.transpose_b = true;
+  ggemm_config pair = blank_config();
+  pair.cta_group = 2;
+  KernelPlan cfg;
+  ASSERT_EQ(sm100_plan(b200(), down, &pair, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   EXPECT_EQ(cfg.tile_n, 128u);
 }
 
@@ -1729,66 +1760,13 @@ TEST(Sm90Plan, OneConsumerWarpgroupWhenNFitsInIt) {
   EXPECT_EQ(consumers(pair, &cluster), 2u);
 }
 
-// Tiles of 64 features where tiles of 128 would leave half the SMs idle
-// (decode with few groups), by plan_rules.h's narrow_tiles: Mixtral's down
-// projection at one token, top-2,
-// as torch's offs list it (8 groups, 2 rows). The grid is sized by the
-// narrow tiles: 2 row blocks (rows in at most 2 groups, whatever the listed
-// 8) x 64 column blocks.
+// sm_90a's narrow tiles (one consumer warpgroup multiplying) against the
+// H200's 132 SMs.
 TEST(Sm90Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
-  CallShape down{};
-  down.a_dtype = down.c_dtype = GGEMM_DTYPE_BF16;
-  down.m = 2, down.n = 4096, down.k = 14336, down.num_groups = 8, down.transpose_b = true;
-  EXPECT_EQ(row_block_bound(down, 16), 2);
-  KernelPlan cfg;
-  ASSERT_EQ(sm90_persistent_plan(h200(), down, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-  EXPECT_EQ(cfg.tile_m, 16u);
-  EXPECT_EQ(cfg.consumer_warpgroups, 1u);
-  EXPECT_EQ(cfg.tile_n, 64u);
-  EXPECT_EQ(cfg.weights_box_rows, 64u);
-  EXPECT_EQ(cfg.max_clusters, 128);
-  // 66 wide tiles (half of 132 SMs) still narrow; 67 stay wide.
-  CallShape edge = down;
-  edge.m = edge.num_groups = 1;
-  edge.n = 66 * 128;
-  ASSERT_EQ(sm90_persistent_plan(h200(), edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.consumer_warpgroups, 1u);
-  EXPECT_EQ(cfg.max_clusters, 132);
-  edge.n = 66 * 128 + 1;
-  ASSERT_EQ(sm90_persistent_plan(h200(), edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
-  EXPECT_EQ(cfg.tile_n, 128u);
-  // Not with SwiGLU (its octet pairs need both warpgroups), MN-major weights
-  // or a cluster; and not where the wide tiles fill the SMs (Qwen3-30B's down
-  // projection at one token: 8 rows, 16 column blocks).
-  CallShape swiglu = down;
-  swiglu.epilogue = GGEMM_EPILOGUE_SWIGLU;
-  swiglu.n = 2 * 4096;
-  ASSERT_EQ(sm90_persistent_plan(h200(), swiglu, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
-  CallShape mn_major = down;
-  mn_major.transpose_b = false;
-  ASSERT_EQ(sm90_persistent_plan(h200(), mn_major, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
-  CallShape qwen3_down = down;
-  qwen3_down.m = 8, qwen3_down.n = 2048, qwen3_down.k = 768, qwen3_down.num_groups = 128;
-  ASSERT_EQ(sm90_persistent_plan(h200(), qwen3_down, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
-  EXPECT_EQ(cfg.max_clusters, 8 * 16);
-  // Counted whatever the routing: a rows-per-group bound that makes the
-  // tiles few (2 groups of at most 16 rows) but M that does not (1024 rows
-  // could make 65 row blocks) keeps them wide. And not under a config.
-  CallShape hinted = down;
-  hinted.m = 1024, hinted.num_groups = 2, hinted.max_rows_per_group = 16;
-  EXPECT_EQ(row_block_bound(hinted, 16), 2);
-  EXPECT_EQ(row_block_limit(hinted, 16), 65);
-  ASSERT_EQ(sm90_persistent_plan(h200(), hinted, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
-  ggemm_config configured = blank_config();
-  configured.tile_m = 16;
-  ASSERT_EQ(sm90_persistent_plan(h200(), down, &configured, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-  EXPECT_EQ(cfg.consumer_warpgroups, 2u);
-  EXPECT_EQ(cfg.tile_n, 128u);
+  expect_narrow_tiles_rule(sm90_persistent_plan, h200(), [](const KernelPlan &p) {
+    EXPECT_EQ(p.tile_n == 64, p.consumer_warpgroups == 1u) << "tile_n " << p.tile_n;
+    return p.consumer_warpgroups == 1u;
+  });
 }
 
 }  // namespace
