@@ -33,49 +33,12 @@ out=${OUT:-$PWD/h200_out}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 
-labels=(A)
-builds=("$(mktemp -d /tmp/ggemm_ab_A.XXXXXX)")
-sources=("$PWD")
-letters=(B C D E F)
-IFS=',' read -r -a patch_list <<< "$patches"
-[ ${#patch_list[@]} -le ${#letters[@]} ] || { echo "at most ${#letters[@]} patches"; exit 1; }
-for i in "${!patch_list[@]}"; do
-  label=${letters[$i]}
-  if [ -d "${patch_list[$i]}" ]; then  # a source tree: built as it is, in a folder of its own
-    tree=$(realpath "${patch_list[$i]}")
-    labels+=("$label"); sources+=("$tree"); builds+=("$(mktemp -d /tmp/ggemm_ab_$label.XXXXXX)")
-    echo "$label: the source tree $tree"
-    continue
-  fi
-  tree=$(mktemp -d /tmp/ggemm_ab_$label.XXXXXX)
-  # The tracked and untracked source files, without build outputs (nor
-  # tracked files this tree has deleted or renamed).
-  git ls-files -co --exclude-standard -z |
-    xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh | xargs -0 cp --parents -t "$tree"
-  (cd "$tree" && patch -p1 --quiet < "$(realpath "${patch_list[$i]}")") || { echo "$label: patch does not apply"; exit 1; }
-  labels+=("$label"); sources+=("$tree"); builds+=("$tree/build")
-  echo "$label: ${patch_list[$i]} applied in $tree"
-done
-echo "A: this tree, built in ${builds[0]}"
-
-# A copy of Abseil's headers and archives beside this tree (.absl/, for a
-# machine without libabsl-dev) serves every tree that needs one.
-absl=()
-[ -d "$PWD/.absl" ] && absl=(-DGGEMM_ABSL_PREFIX="$PWD/.absl")
-for i in "${!labels[@]}"; do
-  cmake -S "${sources[$i]}" -B "${builds[$i]}" -G Ninja -DCMAKE_BUILD_TYPE=Release "${absl[@]}" \
-    > "$out/ab_configure_${labels[$i]}.log" 2>&1
-done
+source "$lib/ab_trees.sh"
+ab_prepare_trees "$patches" || exit 1
+ab_configure_trees "$out" || exit 1
 [ $dry -eq 1 ] && { echo "dry run: every tree configured"; exit 0; }
 
-pids=()
-for i in "${!labels[@]}"; do
-  cmake --build "${builds[$i]}" --target ggemm_bench > "$out/ab_build_${labels[$i]}.log" 2>&1 &
-  pids+=($!)
-done
-for i in "${!labels[@]}"; do
-  wait "${pids[$i]}" || { echo "${labels[$i]}: build failed"; tail -20 "$out/ab_build_${labels[$i]}.log"; exit 1; }
-done
+ab_build_trees "$out" ggemm_bench || exit 1
 
 run() {  # $1 = label, $2 = binary
   local log="$out/ab_run_$1.txt"

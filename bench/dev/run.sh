@@ -23,6 +23,10 @@ usage: bench/dev/run.sh TOOL [ARGS...]
   ab [--dry-run] [--tests] PATCH[,PATCH...] FILTER [ROUNDS]
         same-run A/B: build the tree and one copy per patch, run the
         benchmarks matching FILTER alternately, print medians side by side
+  ab_layer [--dry-run] PATCH[,PATCH...] [ROUNDS] [moe_layer.py options]
+        same-run A/B of the whole MoE layer (bench/moe_layer.py): builds
+        libggemm of the tree and of each patch or source tree, times the
+        layer through each in turn, prints medians and ratios to A
   power [ROW] [REPETITIONS]
         one MoE row per implementation for seconds, with the SM clock and
         power sampled by nvidia-smi (time, TFLOP/s, per GHz, per kW)
@@ -42,6 +46,7 @@ case "$tool" in
   trace) exec "$here/trace.sh" "$@" ;;
   trace_report) exec python3 "$here/trace_report.py" "$@" ;;
   ab) exec "$here/ab_bench.sh" "$@" ;;
+  ab_layer) exec "$here/ab_layer.sh" "$@" ;;
   power) exec "$here/power.sh" "$@" ;;
   ncu) exec "$here/ncu.sh" "$@" ;;
   sweep_lora)
