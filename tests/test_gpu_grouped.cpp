@@ -463,7 +463,7 @@ std::vector<Case> cases() {
   add({"short_k_split_planes_k512", {3, 8, 2}, {}, 584, 512, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true, 328,
        456});
   // Tiles of 64 features, one consumer warpgroup multiplying (narrow_tiles
-  // in runtime/plan_sm90.cpp; CPU test Sm90Plan.NarrowTilesWhere...): decode
+  // in runtime/plan_rules.h; CPU test Sm90Plan.NarrowTilesWhere...): decode
   // groups of 1..16 rows, so few that tiles of 128 would fill at most half
   // the SMs, K past the split short-K kernel's 4096: every output dtype and
   // epilogue, -1 and empty groups, N 1096 (a last column block of 8).

@@ -144,15 +144,18 @@ typedef enum ggemm_epilogue GGEMM_ENUM_BASE {
  *   tile_m = output rows per tile    = tokens          = the MMA's N (BN),
  *   tile_k = reduction depth per pipeline stage        = BK.
  * A config describes the pipelined kernel these fields name. With config
- * NULL, sm_90a may instead run a short-K kernel (K <= 128, weights [E, N, K],
- * few tiles: the decode LoRA expand) that has no pipeline and none of these
- * fields; passing a config keeps the call on the pipelined kernel.
+ * NULL, sm_90a may instead run a short-K kernel (weights [E, N, K], few
+ * tiles; K <= 128: the decode LoRA expand, or K split over a cluster of 8
+ * CTAs, 128 < K <= 4096: the decode LoRA shrink) that has no pipeline and
+ * none of these fields; passing a config keeps the call on the pipelined
+ * kernel.
  */
 typedef struct ggemm_config {
   size_t struct_size; /* sizeof(ggemm_config) */
   int tile_n;         /* 128 */
   int tile_m;         /* 16, 32, 64, 128 or 256 (sm_90a: 256 not with fp32
-                         output nor the accumulate epilogue) */
+                         output, the accumulate epilogue, or gather on
+                         load) */
   int tile_k;         /* must equal swizzle bytes / 2 (64, 32 or 16) */
   int mma_m;          /* sm_90a: 64 (each consumer warpgroup's wgmma M);
                          sm_100a: 128 (tcgen05.mma M) */
@@ -174,7 +177,8 @@ typedef struct ggemm_config {
                          ahead take their share first); otherwise 2 or
                          more */
   int a_swizzle;      /* bytes: 128, 64 or 32 (activations); 128 with
-                         gather on load (a_row_index), whatever K */
+                         gather on load (a_row_index) or weights
+                         [E, K, N] (transpose_b = 0), whatever K */
   int b_swizzle;      /* bytes: 128, 64 or 32 (weights); equal to a_swizzle */
 } ggemm_config;
 
@@ -413,7 +417,8 @@ GGEMM_API ggemm_status ggemm_set_device_status(ggemm_handle_t handle, uint32_t *
  *   out[t] = sum_j w[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t])),  e = ids[t, j]
  * in three steps that ggemm_moe_ffn runs as one call: ggemm_moe_route sorts
  * the (token, slot) pairs by expert; the gate_up grouped matmul gathers
- * their tokens (a_row_index) and applies SwiGLU; the down grouped matmul
+ * their tokens (a_row_index; past 32 routed rows ggemm_moe_ffn copies them
+ * in expert order first, one more launch) and applies SwiGLU; the down grouped matmul
  * scales each row by its routing weight (GGEMM_EPILOGUE_ROW_SCALE) and
  * writes it in sorted order; ggemm_moe_combine sums each token's k rows.
  *

@@ -1,4 +1,7 @@
-"""ggemm: grouped matrix products for Mixture-of-Experts and multi-adapter LoRA on NVIDIA Hopper, from Python.
+"""ggemm: grouped matrix products for Mixture-of-Experts and multi-adapter LoRA, from Python.
+
+On NVIDIA Hopper (sm_90a); the Blackwell (sm_100a) kernels are compiled
+and planned but have never run on Blackwell hardware.
 
 Pure Python over the C ABI (ctypes): no compile step. The shared library is
 found through $GGEMM_LIBRARY, then ggemm/_lib/ inside this package, then the
