@@ -24,7 +24,10 @@ ab_prepare_trees() {  # $1 = PATCH[,PATCH...]
     # tracked files this tree has deleted or renamed).
     git ls-files -co --exclude-standard -z |
       xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh | xargs -0 cp --parents -t "$tree"
-    (cd "$tree" && patch -p1 --quiet < "$(realpath "${patch_list[$i]}")") || { echo "$label: patch does not apply"; return 1; }
+    # (The patch's path is resolved here: a relative one names a file of this tree.)
+    local patch_file
+    patch_file=$(realpath "${patch_list[$i]}") || return 1
+    (cd "$tree" && patch -p1 --quiet < "$patch_file") || { echo "$label: patch does not apply"; return 1; }
     labels+=("$label"); sources+=("$tree"); builds+=("$tree/build")
     echo "$label: ${patch_list[$i]} applied in $tree"
   done
