@@ -257,13 +257,14 @@ struct EpilogueSm90 {
 
   // Writes chunk h of an active tile's accumulators (this warpgroup's;
   // tokens [h * kStageTokens, (h + 1) * kStageTokens)) into the staging
-  // buffer as the output type: alpha, then the routing weight (kScale) or
-  // the old value already loaded into the buffer (kAccumulate).
+  // buffer as the output type: times alpha, or times alpha * the routing
+  // weight (kScale, one multiply: RowScalesSm90 holds the products); then
+  // plus the old value already loaded into the buffer (kAccumulate).
   template <bool kScale, bool kAccumulate>
   GGEMM_DEVICE static void stage_chunk(const Sm90GroupedParams &p, uint32_t h, uint32_t warp, uint32_t lane,
                                        uint8_t *staging, const RowScales &scales, const float (&acc)[Cfg::kAccRegs]) {
-    // The routing weight of the chunk's token 8jj + 2 * (lane % 4) + odd.
-    auto row_scale = [&](int j, int odd) { return scales.get(j, odd, lane); };
+    // alpha times the routing weight of the chunk's token 8jj + 2 * (lane % 4) + odd.
+    auto row_scale = [&](int j, int odd) { return scales.get(j, odd); };
     constexpr int kOctets = Cfg::kStageTokens / 8;  // token octets per chunk
     if constexpr (Cfg::kOutBytes == 2) {
       const uint32_t lane_addr = stmatrix_lane_addr(ptx::smem_addr(staging), warp, lane);
@@ -272,12 +273,13 @@ struct EpilogueSm90 {
         const int j = int(h) * kOctets + jj;  // octet of the tile
         // Token octets j and j+1: v[0..3] from acc[4j..], v[4..7] from acc[4j+4..].
         float v[8];
-#pragma unroll
-        for (int x = 0; x < 8; ++x) v[x] = acc[4 * j + x] * p.alpha;
         if constexpr (kScale) {
           const float s[4] = {row_scale(jj, 0), row_scale(jj, 1), row_scale(jj + 1, 0), row_scale(jj + 1, 1)};
 #pragma unroll
-          for (int x = 0; x < 8; ++x) v[x] *= s[2 * (x / 4) + x % 2];
+          for (int x = 0; x < 8; ++x) v[x] = acc[4 * j + x] * s[2 * (x / 4) + x % 2];
+        } else {
+#pragma unroll
+          for (int x = 0; x < 8; ++x) v[x] = acc[4 * j + x] * p.alpha;
         }
         if constexpr (kAccumulate) {
           // ldmatrix.trans at stmatrix's addresses returns the old values in
@@ -299,11 +301,11 @@ struct EpilogueSm90 {
 #pragma unroll
       for (int jj = 0; jj < kOctets; ++jj) {
         const int j = int(h) * kOctets + jj;
-        const float s[2] = {kScale ? row_scale(jj, 0) : 1.f, kScale ? row_scale(jj, 1) : 1.f};
+        const float s[2] = {kScale ? row_scale(jj, 0) : p.alpha, kScale ? row_scale(jj, 1) : p.alpha};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float *slot = fp32_staging_slot(staging, warp, lane, jj, e);
-          float v = acc[4 * j + e] * p.alpha * s[e % 2];
+          float v = acc[4 * j + e] * s[e % 2];
           if constexpr (kAccumulate) v += *slot;
           *slot = v;
         }
