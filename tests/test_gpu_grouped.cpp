@@ -338,6 +338,29 @@ std::vector<Case> cases() {
       add(c);
     }
   }
+  // The row-scale epilogue at tile_m 256, whose weights come through shared
+  // memory (ptx/sm90/row_scales.h): two multiplying warpgroups and one (N
+  // 64, narrow tiles), pairs, groups above and below one staging chunk (128
+  // rows), an inactive group, both 16-bit outputs, K of two stages (the
+  // ring holds whole tiles: a warpgroup may run a tile ahead) and of many.
+  for (ggemm_dtype out : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
+    for (int64_t n : {int64_t(384), int64_t(64)})
+      for (int64_t k : {int64_t(128), int64_t(520)})
+        for (int cluster : {1, 2}) {
+          if (cluster == 2 && (n == 64 || out == GGEMM_DTYPE_FP16)) continue;
+          Case c;
+          c.name = "row_scale_tile_m256_n" + std::to_string(n) + "_k" + std::to_string(k) +
+                   (cluster == 2 ? "_cluster2_" : "_") + dtype_label(out);
+          c.rows = {27, 400, 0, 150, 600, 256};
+          c.experts = {0, 1, 2, -1, 3, 1};
+          c.n = n;
+          c.k = k;
+          c.in = c.out = out;
+          c.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
+          c.tile_m = 256;
+          c.cluster_m = cluster == 2 ? 2 : 0;
+          add(c);
+        }
   // SwiGLU (gate rows [0, I), up rows [I, 2I); C [M, I]) and gather on load
   // (row m reads A row a_row_index[m]), apart and together: I a multiple of
   // 64 and not (a partial last tile), I = 8 (one octet), decode tiles of 16

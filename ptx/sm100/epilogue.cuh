@@ -35,17 +35,16 @@ template <class Cfg>
 struct RowScalesSm100 {
   float r[Cfg::kScaleWindows];
 
-  // alpha times each weight, so the drain multiplies each output once.
   // Tokens past the tile's rows hold 0: their outputs are never stored.
   GGEMM_DEVICE void load(const GroupedGemmParams &p, uint32_t row0, uint32_t rows, uint32_t lane) {
 #pragma unroll
     for (int w = 0; w < Cfg::kScaleWindows; ++w) {
       const uint32_t token = 32 * w + lane;
-      r[w] = token < rows ? p.alpha * __ldg(&p.row_scale[row0 + token]) : 0.f;
+      r[w] = token < rows ? __ldg(&p.row_scale[row0 + token]) : 0.f;
     }
   }
 
-  // alpha times the weight of token 32w + j; every lane of the warp calls it.
+  // The weight of token 32w + j; every lane of the warp calls it.
   GGEMM_DEVICE float get(int w, uint32_t j) const { return __shfl_sync(0xffffffffu, r[w], j); }
 };
 
@@ -191,7 +190,7 @@ struct EpilogueSm100 {
         for (uint32_t j = 0; j < 8; ++j) {
           const uint32_t r = c + j;
           if (r >= rows) break;
-          dst[size_t(r) * view.ld] = OutConvert<Out>::from(__uint_as_float(v[j]) * s[j]);
+          dst[size_t(r) * view.ld] = OutConvert<Out>::from(__uint_as_float(v[j]) * p.alpha * s[j]);
         }
       }
     }

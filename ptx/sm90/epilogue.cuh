@@ -46,10 +46,14 @@ struct OldCRing {
   uint32_t count = 0, pending = 0;
 };
 
+// Named barrier of every consumer thread around the row scales' publication
+// (0 is __syncthreads, 1 and 2 each consumer warpgroup's).
+constexpr uint32_t kRowScalesBarrier = 3;
+
 template <class Cfg>
 struct EpilogueSm90 {
   using Out = typename Cfg::Out;
-  using RowScales = RowScalesSm90<Cfg::kStageTokens>;
+  using RowScales = RowScalesSm90<Cfg::kStageTokens, Cfg::kStageChunks>;
 
   // Fragment of m64nNk16 (PTX ISA 9.7.15.5.1.1, "Register fragments"): warp w
   // of the warpgroup owns weight rows 16w..16w+15; acc[4j + e] is row
@@ -75,6 +79,18 @@ struct EpilogueSm90 {
 
     const bool scale = p.epilogue == kEpilogueRowScale;  // an inactive tile stages zeros either way
     const bool swiglu = Cfg::kSwigluOnly || (Cfg::kSwiglu && p.epilogue == kEpilogueSwiglu);
+    // alpha joins the weights; with two chunks they go into shared memory
+    // (row_scales.h), between two barriers of every consumer thread.
+    if (active && scale && !swiglu) {
+      if constexpr (RowScales::kShared) {
+        const uint32_t consumer_threads = 128 * Cfg::consumers(p);
+        ptx::bar_sync(kRowScalesBarrier, consumer_threads);
+        scales.publish(p, tile.row0, tile.rows, Cfg::row_scales_region(), cw, Cfg::consumers(p), tid);
+        ptx::bar_sync(kRowScalesBarrier, consumer_threads);
+      } else {
+        scales.apply_alpha(p);
+      }
+    }
 
 #pragma unroll
     for (uint32_t h = 0; h < Cfg::kStageChunks; ++h) {
@@ -107,13 +123,8 @@ struct EpilogueSm90 {
       } else if (swiglu) {
         stage_swiglu_chunk(p, h, warp, lane, staging, acc);
       } else if (scale) {
+        if constexpr (RowScales::kShared) scales.load_chunk(Cfg::row_scales_region(), h, lane);
         stage_chunk<true, false>(p, h, warp, lane, staging, scales, acc);
-        // The next chunk's weights (tile_m 256): on their way while this
-        // chunk is stored.
-        if (h + 1 < Cfg::kStageChunks) {
-          const uint32_t next = first + Cfg::kStageTokens;
-          scales.load(p, tile.row0 + next, tile.rows > next ? tile.rows - next : 0, lane);
-        }
       } else {
         stage_chunk<false, false>(p, h, warp, lane, staging, scales, acc);
       }

@@ -137,10 +137,18 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
     return ClusterM == 1 && k_slices(p) == 1 && p.narrow_token_boxes != 0;
   }
 
-  // The tile handoff's shared memory (kStaticSmemBytes, smem_layout.h): one
+  // The tile handoff's shared memory (static_smem_bytes, smem_layout.h): one
   // region per kernel, whichever role asks.
   GGEMM_DEVICE static uint8_t *handoff_region() {
     __shared__ alignas(16) uint8_t region[kTileHandoffBytes];
+    return region;
+  }
+  // The row-scale epilogue's weights of a tile of two chunks (row_scales.h;
+  // sm90_row_scales_bytes, smem_layout.h): only kernels whose epilogue
+  // calls it (tile_m 256) have it.
+  GGEMM_DEVICE static float *row_scales_region() {
+    static_assert(sm90_row_scales_bytes(TileM) == TileM * sizeof(float), "a tile of two epilogue chunks");
+    __shared__ float region[TileM];
     return region;
   }
 
@@ -326,10 +334,10 @@ struct GroupedGemmSm90 {
                                         TraceWriter &trace) {
     const bool active = tile.expert >= 0;
     trace.record(kTraceTile, tile_index);
-    // The row-scale epilogue's weights of the first chunk, loaded now so
-    // that their latency hides under the mainloop (row_scales.h).
+    // The row-scale epilogue's weights, loaded now so that their latency
+    // hides under the mainloop (row_scales.h).
     typename EpilogueSm90<Cfg>::RowScales scales;
-    if (!Cfg::kSwigluOnly && active && p.epilogue == kEpilogueRowScale) scales.load(p, tile.row0, tile.rows, tid % 32);
+    if (!Cfg::kSwigluOnly && active && p.epilogue == kEpilogueRowScale) scales.load(p, tile.row0, tile.rows, cw, tid);
     if (active) {
       MainloopSm90<Cfg>::template run<Swizzle, Slices, Cfg::kTileM>(p, smem, layout, full, empty, cw, tile.rows, pipe,
                                                                     acc, trace);

@@ -90,11 +90,19 @@ GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_
                     stages};
 }
 
-// Static shared memory of every sm_90a kernel, beside the dynamic layout:
-// the tile handoff (ptx/blocks/tile_handoff.h), addressed by immediates so that no
-// register holds its address (the consumers at tile_m 256 have none to
-// spare). It counts against the opt-in limit with the dynamic bytes.
-constexpr uint32_t kStaticSmemBytes = kTileHandoffBytes;
+// Static shared memory of an sm_90a kernel, beside the dynamic layout: the
+// tile handoff (ptx/blocks/tile_handoff.h) and, where a tile is more than
+// one epilogue chunk (tile_m 256), the row-scale epilogue's weights of a
+// tile, a float per token (row_scales.h). Both are addressed by immediates
+// so that no register holds their addresses (the consumers at tile_m 256
+// have none to spare). They count against the opt-in limit with the
+// dynamic bytes.
+GGEMM_HOST_DEVICE constexpr uint32_t sm90_row_scales_bytes(uint32_t tile_m) {
+  return tile_m > sm90_epilogue_stage_tokens(tile_m) ? tile_m * 4 : 0;
+}
+GGEMM_HOST_DEVICE constexpr uint32_t static_smem_bytes(uint32_t tile_m) {
+  return kTileHandoffBytes + sm90_row_scales_bytes(tile_m);
+}
 
 // The deepest pipeline that fits in `smem_optin` bytes (the device's opt-in
 // shared memory per block, static and dynamic), capped at kMaxStages; 0 if
@@ -111,7 +119,7 @@ GGEMM_HOST_DEVICE constexpr uint32_t max_stages(uint32_t tile_m, uint32_t swizzl
   while (s < kMaxStages &&
          make_smem_layout(tile_m, swizzle_bytes, out_bytes, s + 1, staging_buffers, k_slices, box_rows, consumers)
                      .total_bytes() +
-                 kStaticSmemBytes <=
+                 static_smem_bytes(tile_m) <=
              smem_optin)
     ++s;
   return s;
