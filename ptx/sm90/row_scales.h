@@ -14,9 +14,10 @@
 // so the weight of octet j comes from lane 4 (j % 8) + q, register
 // 2 (j / 8) + odd: a register index fixed at compile time and a source lane
 // whose high bits are a constant and low bits the caller's, one shuffle with
-// immediate operands (ptx::shfl_idx_keep_lane_bits). Each weight is loaded
-// times alpha, so the epilogue multiplies each output once, as the store
-// epilogue does.
+// immediate operands (ptx::shfl_idx_keep_lane_bits). alpha joins each
+// weight when the epilogue starts (not at the load, which would then be
+// waited for at the tile's start), so the epilogue multiplies each output
+// once, as the store epilogue does.
 //
 // Tiles of two chunks (tile_m 256) hold no weights in registers through
 // the mainloop: another chunk's four would spill the tile_m 256 consumer,
@@ -24,10 +25,11 @@
 // chunks exposed that load's latency once per tile (row_scale 1.08x store
 // on Qwen3-30B-A3B down, tile_m 256; level where a tile is one chunk). So
 // each consumer thread loads one token's weight when the tile starts
-// (token 128 cw + tid of warpgroup cw), the epilogue
-// writes them to the tile's row-scales region in shared memory (1 KB,
-// shared by the warpgroups, between two barriers of all consumer threads),
-// and each chunk fills the shuffle registers from there.
+// (token 128 cw + tid of warpgroup cw), the epilogue writes them to the
+// tile's row-scales region in shared memory (1 KB, static, shared by the
+// warpgroups, between two barriers of all consumer threads), and each chunk
+// fills the shuffle registers from there. (Reading a chunk's weights from
+// the region by 16-byte loads instead of shuffles spilled the consumer.)
 #pragma once
 #include "params.h"
 #include "../instr/shuffle.h"
@@ -48,10 +50,9 @@ struct RowScalesSm90 {
 
   // When the tile starts: each weight of the first chunk into r, or
   // (kShared) this thread's token of chunk cw into own; alpha joins them in
-  // the epilogue (apply_alpha, publish). Tokens past
-  // the tile's rows (and the lanes past a narrow tile's octets) hold 0:
-  // their outputs are never stored. cw: this warpgroup; tid: the thread's
-  // index in its warpgroup.
+  // the epilogue (apply_alpha, publish). Tokens past the tile's rows (and
+  // the lanes past a narrow tile's octets) hold 0: their outputs are never
+  // stored. cw: this warpgroup; tid: the thread's index in its warpgroup.
   GGEMM_DEVICE void load(const GroupedGemmParams &p, uint32_t row0, uint32_t rows, uint32_t cw, uint32_t tid) {
     if constexpr (kShared) {
       own = weight(p, row0, rows, Tokens * cw + tid);
