@@ -129,17 +129,27 @@ uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t 
 
 // Beside the dynamic layout, every sm_90a kernel has the tile handoff in
 // static shared memory (ptx/blocks/tile_handoff.h): 8 slots of a full and an empty
-// barrier (8 bytes each) and a 32-byte tile. Both count against the opt-in
-// limit.
-constexpr uint64_t kStaticBytes = 8 * (2 * 8 + 32);
+// barrier (8 bytes each) and a 32-byte tile; a kernel whose tile is two
+// epilogue chunks (tile_m 256) also has the row-scale epilogue's weights of a
+// tile, a float per token (ptx/sm90/row_scales.h). All count against the
+// opt-in limit.
+constexpr uint64_t kHandoffBytes = 8 * (2 * 8 + 32);
+uint64_t sm90_static_bytes(uint64_t tile_m) { return kHandoffBytes + (tile_m > 128 ? tile_m * 4 : 0); }
 
 uint32_t expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t out_bytes, uint32_t smem, uint32_t buffers = 1,
                          uint32_t k_slices = 1, uint32_t box_rows = 128) {
   uint32_t s = 0;
   while (s < sm90::kMaxStages &&
-         bytes_for(s + 1, tile_m, swizzle, out_bytes, buffers, k_slices, box_rows) + kStaticBytes <= smem)
+         bytes_for(s + 1, tile_m, swizzle, out_bytes, buffers, k_slices, box_rows) + sm90_static_bytes(tile_m) <= smem)
     ++s;
   return s;
+}
+
+// The runtime's count of a kernel's static shared memory is the documented
+// one (at the sizes above it moves no stage count, so the stage test alone
+// would not see a miscount).
+TEST(MaxStages, StaticSharedMemoryIsTheDocumentedOne) {
+  for (uint32_t tile_m : kTileMs) EXPECT_EQ(sm90::static_smem_bytes(tile_m), sm90_static_bytes(tile_m)) << tile_m;
 }
 
 TEST(MaxStages, MatchesTheDocumentedLayout) {
@@ -161,12 +171,12 @@ TEST(MaxStages, MatchesTheDocumentedLayout) {
             // token stages included).
             for (uint32_t n = 1; n <= s; ++n) EXPECT_EQ(sm90::make_smem_layout(tile_m, sw, ob, n).c_offset() % 1024, 0u);
             // The layout the kernel builds with that count fits ...
-            EXPECT_LE(sm90::make_smem_layout(tile_m, sw, ob, s).total_bytes() + kStaticBytes, smem);
+            EXPECT_LE(sm90::make_smem_layout(tile_m, sw, ob, s).total_bytes() + sm90_static_bytes(tile_m), smem);
             EXPECT_EQ(sm90::make_smem_layout(tile_m, sw, ob, s).total_bytes(), bytes_for(s, tile_m, sw, ob));
           }
           // ... and one more stage would not, unless the cap stopped it.
           if (s < sm90::kMaxStages) {
-            EXPECT_GT(sm90::make_smem_layout(tile_m, sw, ob, s + 1).total_bytes() + kStaticBytes, smem);
+            EXPECT_GT(sm90::make_smem_layout(tile_m, sw, ob, s + 1).total_bytes() + sm90_static_bytes(tile_m), smem);
           }
         }
   // The sizes above reach both ends; otherwise the cap and the zero case went
@@ -217,7 +227,7 @@ TEST(MaxStages, MonotoneInSharedMemory) {
 TEST(MaxStages, ZeroWhenNothingFits) {
   EXPECT_EQ(sm90::max_stages(16, 32, 2, 0), 0u);
   // One byte short of a single stage (static bytes included).
-  const uint32_t one = uint32_t(bytes_for(1, 128, 128, 4) + kStaticBytes);
+  const uint32_t one = uint32_t(bytes_for(1, 128, 128, 4) + sm90_static_bytes(128));
   EXPECT_EQ(sm90::max_stages(128, 128, 4, one - 1), 0u);
   EXPECT_EQ(sm90::max_stages(128, 128, 4, one), 1u);
 }
@@ -645,7 +655,7 @@ TEST(Sm90Plan, AccumulateRingOfOldCSlots) {
       EXPECT_LE(sm90::make_smem_layout(cfg.tile_m, cfg.swizzle_bytes, dtype_bytes(out), cfg.stages,
                                        cfg.staging_buffers, cfg.k_slices, cfg.weights_box_rows)
                         .total_bytes() +
-                    kStaticBytes,
+                    sm90_static_bytes(cfg.tile_m),
                 232448u);
     }
   // A requested stage count that fits only beside 2 slots gets 2; one that
@@ -1182,14 +1192,14 @@ TEST(Sm90ShortK, SharedMemoryLayout) {
 // accumulators), 16 bytes for the address tcgen05.alloc writes, and 1024
 // bytes to align the dynamic base. No epilogue staging: the epilogue stores
 // from registers. Beside it, as on sm_90a, the static tile handoff
-// (kStaticBytes) counts against the opt-in limit.
+// (kHandoffBytes) counts against the opt-in limit.
 uint64_t sm100_bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle) {
   return stages * (128 * swizzle + tile_m * swizzle + 16) + 2 * 16 + 16 + 1024;
 }
 
 uint32_t sm100_expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t smem) {
   uint32_t s = 0;
-  while (s < sm100::kMaxStages && sm100_bytes_for(s + 1, tile_m, swizzle) + kStaticBytes <= smem) ++s;
+  while (s < sm100::kMaxStages && sm100_bytes_for(s + 1, tile_m, swizzle) + kHandoffBytes <= smem) ++s;
   return s;
 }
 
@@ -1206,12 +1216,12 @@ TEST(Sm100MaxStages, MatchesTheDocumentedLayout) {
         saw_zero |= s == 0;
         if (s > 0) {
           // The layout the kernel builds with that count fits, byte for byte as documented ...
-          EXPECT_LE(sm100::make_smem_layout(tile_m, sw, s).total_bytes() + kStaticBytes, smem);
+          EXPECT_LE(sm100::make_smem_layout(tile_m, sw, s).total_bytes() + kHandoffBytes, smem);
           EXPECT_EQ(sm100::make_smem_layout(tile_m, sw, s).total_bytes(), sm100_bytes_for(s, tile_m, sw));
         }
         // ... and one more stage would not, unless the cap stopped it.
         if (s < sm100::kMaxStages)
-          EXPECT_GT(sm100::make_smem_layout(tile_m, sw, s + 1).total_bytes() + kStaticBytes, smem);
+          EXPECT_GT(sm100::make_smem_layout(tile_m, sw, s + 1).total_bytes() + kHandoffBytes, smem);
       }
   EXPECT_TRUE(saw_cap);
   EXPECT_TRUE(saw_zero);
@@ -1241,7 +1251,7 @@ TEST(Sm100MaxStages, KnownB200Values) {
   // tile_m 16, 32B swizzle: 4096 + 512 + 16 = 4624 per stage -> 50, capped.
   EXPECT_EQ(sm100::max_stages(16, 32, 232448), sm100::kMaxStages);
   // One byte short of a single stage.
-  const uint32_t one = uint32_t(sm100_bytes_for(1, 256, 128) + kStaticBytes);
+  const uint32_t one = uint32_t(sm100_bytes_for(1, 256, 128) + kHandoffBytes);
   EXPECT_EQ(sm100::max_stages(256, 128, one - 1), 0u);
   EXPECT_EQ(sm100::max_stages(256, 128, one), 1u);
 }
