@@ -361,6 +361,19 @@ std::vector<Case> cases() {
           c.cluster_m = cluster == 2 ? 2 : 0;
           add(c);
         }
+  {
+    // MN-major weights, N 64: two warpgroups, the second with no columns
+    // (it still takes part in the row scales' barriers).
+    Case c{"row_scale_tile_m256_mnmajor_n64"};
+    c.rows = {27, 400, 0, 150, 600, 256};
+    c.experts = {0, 1, 2, -1, 3, 1};
+    c.n = 64;
+    c.k = 520;
+    c.transpose_b = false;
+    c.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
+    c.tile_m = 256;
+    add(c);
+  }
   // SwiGLU (gate rows [0, I), up rows [I, 2I); C [M, I]) and gather on load
   // (row m reads A row a_row_index[m]), apart and together: I a multiple of
   // 64 and not (a partial last tile), I = 8 (one octet), decode tiles of 16

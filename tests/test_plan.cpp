@@ -368,6 +368,38 @@ TEST(Sm90Plan, NarrowOutputsHalveTileMToFillTheSms) {
   EXPECT_EQ(cfg.tile_m, 16u);
 }
 
+// The GPU cases row_scale_tile_m256_* (tests/test_gpu_grouped.cpp) run the
+// paths they are named for: the tile_m 256 persistent kernel with one
+// multiplying warpgroup (K-major, N 64), two (N 384), two with the second
+// one's columns past N (MN-major, N 64), and pairs.
+TEST(Sm90Plan, RowScaleTileM256CasesTakeTheirPaths) {
+  struct Want {
+    int64_t n;
+    bool kmajor;
+    int cluster;
+    uint32_t consumers;
+  };
+  for (const Want &w : {Want{64, true, 0, 1}, Want{384, true, 0, 2}, Want{64, false, 0, 2}, Want{384, true, 2, 2}})
+    for (int64_t k : {int64_t(128), int64_t(520)}) {
+      SCOPED_TRACE(::testing::Message() << "n " << w.n << (w.kmajor ? " K-major" : " MN-major") << ", k " << k
+                                        << ", cluster " << w.cluster);
+      CallShape s = shape(600, k, w.kmajor);
+      s.m = 27 + 400 + 150 + 600 + 256;
+      s.num_groups = 6;
+      s.n = w.n;
+      s.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
+      ggemm_config cfg{};
+      cfg.struct_size = sizeof cfg;
+      cfg.tile_m = 256;
+      cfg.cluster_m = w.cluster;
+      KernelPlan plan;
+      ASSERT_EQ(sm90_persistent_plan(h200(), s, &cfg, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+      EXPECT_EQ(plan.tile_m, 256u);
+      EXPECT_EQ(plan.consumer_warpgroups, w.consumers);
+      EXPECT_EQ(plan.cluster_size, w.cluster == 2 ? 2u : 1u);
+    }
+}
+
 // K-sliced stages where the views allow them (K-major, no cluster, 128-byte
 // swizzle, K a multiple of 64) and the stage count is automatic: the fewest
 // slices (1, 2 or 4) that load >= 20 KB per stage ((box rows + tile_m) x 128
