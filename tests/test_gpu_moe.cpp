@@ -286,6 +286,11 @@ const RouteCase kRouteCases[] = {
     {"OneWarpOneExpert", Pattern::kOneExpert, 4, 8, 16, 0, 16},
     {"OneWarpExpertParallelMiddleRank", Pattern::kZipf, 4, 8, 256, 96, 32},
     {"OneWarpExperts1024", Pattern::kBalanced, 3, 8, 1024, 0, 1024},
+    {"OneWarpTopOneFullWarp", Pattern::kZipf, 32, 1, 16, 0, 16},
+    {"OneWarpEveryExpertActive", Pattern::kBalanced, 1, 32, 32, 0, 32},
+    {"OneWarpExpertParallelFirstRank", Pattern::kBalanced, 4, 8, 256, 0, 32},
+    {"OneWarpExpertParallelLastRank", Pattern::kBalanced, 4, 8, 256, 224, 32},
+    {"OneCtaFewSlotsExperts1025", Pattern::kBalanced, 4, 8, 1025, 0, 1025},
     {"OneCtaFewSlotsExperts4096", Pattern::kBalanced, 2, 8, 4096, 0, 4096},
     {"OneCtaThirtyThreeSlots", Pattern::kZipf, 11, 3, 64, 0, 64},
     // Many chunks, and many chunks with many experts (the count matrix).
