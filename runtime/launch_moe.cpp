@@ -10,6 +10,7 @@ namespace ggemm {
 namespace {
 
 using moe::kMaxChunkSlots;
+using moe::kOneWarpMaxSlots;
 using moe::kMaxRouteScatterCtas;
 using moe::kRouteThreads;
 
@@ -24,6 +25,9 @@ constexpr int64_t kExpertsPerScanCta = 64;
 // holds 6 bytes an expert (24 KB at 4096), under the 48 KB a launch gets
 // without opting in.
 constexpr int64_t kOneCtaMaxExperts = 4096;
+// Experts up to which a call of at most kOneWarpMaxSlots slots routes in one
+// warp: its 32 lanes write every expert's group entries (32 rounds at 1024).
+constexpr int64_t kOneWarpMaxExperts = 1024;
 
 size_t align_up(size_t v) { return (v + kMoeWorkspaceAlign - 1) / kMoeWorkspaceAlign * kMoeWorkspaceAlign; }
 
@@ -126,6 +130,9 @@ Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
   p.chunk_slots = chunks.chunk_slots;
   p.num_chunks = chunks.num_chunks;
 
+  // Decode: a lane a slot, one warp (ptx/moe/route.cuh, route_one_warp).
+  if (slots <= int64_t(kOneWarpMaxSlots) && l.local_experts <= kOneWarpMaxExperts)
+    return launch_kernel(dev, "ggemm_moe_route_one_warp", 1, 32, 0, false, &p, stream);
   const uint32_t smem = route_counter_bytes(l.local_experts);
   // One chunk (decode, small prefill): the whole sort in one CTA and one
   // launch, its counts in shared memory (ptx/moe/route.cuh).

@@ -278,6 +278,21 @@ const RouteCase kRouteCases[] = {
     {"OneCtaTopK64", Pattern::kDuplicates, 32, 64, 8, 0, 8},
     {"OneCtaExperts4096", Pattern::kBalanced, 256, 8, 4096, 0, 4096},
     {"TwoLaunchExperts8192", Pattern::kBalanced, 256, 8, 8192, 0, 8192},
+    // At most 32 slots (and 1024 experts) take the one-warp path; NoTokens,
+    // OneToken and OneTokenTopOne above do too.
+    {"OneWarpZipfFullWarp", Pattern::kZipf, 4, 8, 128, 0, 128},
+    {"OneWarpDuplicates", Pattern::kDuplicates, 5, 6, 16, 0, 16},
+    {"OneWarpMinusOneSlots", Pattern::kMinusOne, 7, 4, 32, 0, 32},
+    {"OneWarpOneExpert", Pattern::kOneExpert, 4, 8, 16, 0, 16},
+    {"OneWarpExpertParallelMiddleRank", Pattern::kZipf, 4, 8, 256, 96, 32},
+    {"OneWarpExperts1024", Pattern::kBalanced, 3, 8, 1024, 0, 1024},
+    {"OneWarpTopOneFullWarp", Pattern::kZipf, 32, 1, 16, 0, 16},
+    {"OneWarpEveryExpertActive", Pattern::kBalanced, 1, 32, 32, 0, 32},
+    {"OneWarpExpertParallelFirstRank", Pattern::kBalanced, 4, 8, 256, 0, 32},
+    {"OneWarpExpertParallelLastRank", Pattern::kBalanced, 4, 8, 256, 224, 32},
+    {"OneCtaFewSlotsExperts1025", Pattern::kBalanced, 4, 8, 1025, 0, 1025},
+    {"OneCtaFewSlotsExperts4096", Pattern::kBalanced, 2, 8, 4096, 0, 4096},
+    {"OneCtaThirtyThreeSlots", Pattern::kZipf, 11, 3, 64, 0, 64},
     // Many chunks, and many chunks with many experts (the count matrix).
     {"ManyChunks", Pattern::kZipf, 200000, 8, 256, 0, 256},
     {"MaxGroupsExperts", Pattern::kBalanced, 50000, 8, GGEMM_MAX_GROUPS, 0, GGEMM_MAX_GROUPS},
@@ -307,7 +322,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuMoeRoute, ::testing::ValuesIn(kRouteCases), C
 
 // Hostile ids and weights: the same results as the reference (they act as
 // -1 / drop their slot), and checked mode reports both kinds.
-// 3000 tokens take the two-launch path, 200 the one-CTA path.
+// 3000 tokens take the two-launch path, 200 the one-CTA path, 4 (32 slots)
+// the one-warp path.
 class GpuMoeRouteChecked : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(GpuMoeRouteChecked, HostileIdsAndWeightsAreReported) {
@@ -315,7 +331,12 @@ TEST_P(GpuMoeRouteChecked, HostileIdsAndWeightsAreReported) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);
-  const Routing rt = make_routing(Pattern::kHostile, GetParam(), 8, 64, rng);
+  Routing rt = make_routing(Pattern::kHostile, GetParam(), 8, 64, rng);
+  // At a few tokens the random picks may miss a kind: one of each, always
+  // (an id past the experts; a NaN weight on a slot of this rank).
+  rt.ids[0] = 64 + 5;
+  rt.ids[1] = 20;
+  rt.weights[1] = std::numeric_limits<float>::quiet_NaN();
   uint32_t want_faults = 0;
   const RouteResult want = reference_route(rt, 16, 32, &want_faults);
   ASSERT_EQ(want_faults, uint32_t(GGEMM_DEVICE_FAULT_ID_OUT_OF_RANGE | GGEMM_DEVICE_FAULT_WEIGHT_NOT_FINITE));
@@ -339,7 +360,7 @@ TEST_P(GpuMoeRouteChecked, CleanRoutingReportsNothing) {
   EXPECT_EQ(checked.bits(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokens, GpuMoeRouteChecked, ::testing::Values(int64_t(3000), int64_t(200)));
+INSTANTIATE_TEST_SUITE_P(Tokens, GpuMoeRouteChecked, ::testing::Values(int64_t(3000), int64_t(200), int64_t(4)));
 
 // The same routing 20 times: bitwise the same outputs every time.
 TEST(GpuMoeRouteDeterminism, TwentyRunsBitwiseEqual) {
@@ -395,7 +416,7 @@ TEST_P(GpuMoeRouteGraph, ReplayWithNewRouting) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokens, GpuMoeRouteGraph, ::testing::Values(int64_t(3000), int64_t(200)));
+INSTANTIATE_TEST_SUITE_P(Tokens, GpuMoeRouteGraph, ::testing::Values(int64_t(3000), int64_t(200), int64_t(3)));
 
 // ---- combine ------------------------------------------------------------------------
 

@@ -13,6 +13,14 @@
   ggemm::ptx::launch_dependent_grids(); \
   ggemm::ptx::wait_prior_grids()
 
+// The whole routing in one warp (one CTA of 32 threads), for calls of at most
+// kOneWarpMaxSlots slots.
+extern "C" __global__ void __launch_bounds__(32, 1)
+    ggemm_moe_route_one_warp(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
+  GGEMM_MOE_KERNEL_PROLOGUE();
+  ggemm::moe::route_one_warp(p);
+}
+
 // The whole routing in one CTA, for calls whose slots make one chunk; dynamic
 // shared memory holds the counters and a word per expert.
 extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)

@@ -11,6 +11,10 @@ namespace ggemm::moe {
 constexpr uint32_t kRouteThreads = 512;
 constexpr uint32_t kRouteWarps = kRouteThreads / 32;
 
+// Slots up to which the routing runs in one warp, a lane a slot
+// (route_one_warp).
+constexpr uint32_t kOneWarpMaxSlots = 32;
+
 // Upper bound on the scatter pass's grid (one CTA per SM, all co-resident):
 // sizes the per-CTA totals in the workspace, which the host sizes without a
 // device.

@@ -2,6 +2,9 @@
 // (token, slot) pairs by local expert, with no host sync: one launch when
 // the slots make one chunk (decode and small prefill), else two.
 //
+//   one warp (T * k <= 32, decode): a lane a slot, every count by shuffles
+//     (route_one_warp).
+//
 //   one CTA (T * k <= one chunk): counts in shared memory, a scan of the
 //     experts' counts in shared memory, the scatter of phase C below; no
 //     scratch in global memory and no grid barrier (a cooperative grid's two
@@ -356,6 +359,63 @@ GGEMM_DEVICE void route_one_cta(const MoeRouteParams &p) {
   place_experts(p, expert_rows, 0, p.local_experts, t, scratch);
   fill_past_routed(p, t);
   scatter_chunk(p, 0, counters, [&](uint32_t e) { return expert_rows[e]; });  // starts with a barrier
+}
+
+// The whole routing in one warp when every slot has a lane (decode, at most
+// kOneWarpMaxSlots slots): lane s holds slot s. A slot's sorted row is the
+// count of slots whose expert is smaller plus its rank among its expert's
+// slots (the lanes below it with the same expert): the stable order. No
+// shared memory and no barrier: the one-CTA path's 512 threads spend most of
+// a decode call's routing in barriers and scans over every expert.
+GGEMM_DEVICE void route_one_warp(const MoeRouteParams &p) {
+  const uint32_t lane = threadIdx.x % 32;
+  float w = 0.f;
+  uint32_t faults = 0;
+  const uint32_t e = lane < p.num_slots ? load_route_key(p, lane, &w, &faults) : kNoExpert;
+  report_faults(p.device_status, faults);
+  const uint32_t peers = __match_any_sync(0xffffffffu, e);
+  const bool leader = lane == uint32_t(__ffs(peers) - 1);
+  // Over the routed slots: how many (rows), how many experts (active), and
+  // those below this lane's expert (its first row, its group).
+  uint32_t rows = 0, active = 0, first_row = 0, group = 0;
+  for (uint32_t l = 0; l < 32; ++l) {
+    const uint32_t el = __shfl_sync(0xffffffffu, e, l);
+    const bool leads = __shfl_sync(0xffffffffu, leader, l);
+    if (el == kNoExpert) continue;
+    ++rows;
+    active += leads;
+    first_row += el < e;
+    group += leads && el < e;
+  }
+  const uint32_t most = __reduce_max_sync(0xffffffffu, e != kNoExpert ? uint32_t(__popc(peers)) : 0u);
+  if (e != kNoExpert) {
+    const uint32_t row = first_row + __popc(peers & ((1u << lane) - 1u));
+    p.row_token[row] = int32_t(lane / p.top_k);
+    p.row_slot[row] = int32_t(lane);
+    p.row_weight[row] = w;
+    p.slot_row[lane] = int32_t(row);
+    if (leader) {
+      p.a_offsets[group] = first_row;
+      p.expert_ids[group] = int32_t(e);
+    }
+  } else if (lane < p.num_slots) {
+    p.slot_row[lane] = -1;
+  }
+  if (lane == 0) {
+    p.usage_stats[0] = most;
+    p.usage_stats[1] = active;
+  }
+  // As fill_past_routed: the groups past the active ones end at the routed
+  // rows, and the rows past them belong to no slot.
+  for (uint32_t g = active + lane; g <= p.local_experts; g += 32) {
+    p.a_offsets[g] = rows;
+    if (g < p.local_experts) p.expert_ids[g] = -1;
+  }
+  for (uint32_t m = rows + lane; m < p.num_slots; m += 32) {
+    p.row_token[m] = -1;
+    p.row_slot[m] = -1;
+    p.row_weight[m] = 0.f;
+  }
 }
 
 #endif  // __CUDACC__
