@@ -244,6 +244,8 @@ StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShap
   if (narrow_tiles(props, shape, config, p)) {
     p.consumer_warpgroups = 1;
     narrow_plan(&p, shape);
+    // SwiGLU: 4 whole octet pairs (32 features), zeros past I.
+    if (swiglu) p.weights_box_rows = kNarrowTileN;
   }
   p.k_slices = choose_k_slices(p, shape, props, tile.stages, k_slices_request);
   GGEMM_RETURN_IF_ERROR(size_pipeline(props, shape, tile, &p));
