@@ -165,11 +165,20 @@ int64_t max_clusters(const KernelPlan &plan, const GroupedShape &shape, const De
 
 bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                   const KernelPlan &p) {
-  if (!shape.transpose_b || p.cluster_size != 1 || shape.epilogue == GGEMM_EPILOGUE_SWIGLU) return false;
+  if (!shape.transpose_b || p.cluster_size != 1) return false;
+  if (shape.epilogue == GGEMM_EPILOGUE_SWIGLU && (p.kernel->arch != Arch::kSm90a || p.tile_m > sm90::kMaxGatherSwigluTileM))
+    return false;
   if (shape.n <= int64_t(kNarrowTileN)) return true;
   if (config) return false;
+  const int64_t sms = props.sm_count;
   const int64_t wide_tiles = row_block_limit(shape, p.tile_m) * column_blocks(shape, kGroupedTileN);
-  return 2 * wide_tiles <= int64_t(props.sm_count);
+  if (2 * wide_tiles <= sms) return true;
+  // Decode (weight-read-bound, a row block per routed row at most): the
+  // last wave of wide tiles on at most half the SMs (a remainder of 0 is a
+  // full wave).
+  const bool decode = p.tile_m <= kNarrowMaxTileM && shape.m <= shape.num_groups;
+  const int64_t last_wave = wide_tiles % sms;
+  return decode && last_wave != 0 && 2 * last_wave <= sms;
 }
 
 void narrow_plan(KernelPlan *p, const GroupedShape &shape) {

@@ -44,21 +44,35 @@ Status refuse_fit(const TileChoice &c, const GroupedShape &shape, const DevicePr
 Status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &props);
 
 // Tiles of kNarrowTileN features, each CTA streaming half as many weight
-// rows, on both architectures (K-major weights, no cluster or pair, no
-// SwiGLU, whose octet pairs fill a whole tile), where
+// rows, on both architectures (K-major weights, no cluster or pair), where
 //  - N <= 64: the other half of a wide tile would lie past N;
 //  - or tiles of 128 features would leave half the SMs idle (decode with few
 //    groups: Mixtral's down projection at one token is 2 groups x 32 column
 //    blocks, 64 tiles on 132 SMs, each streaming 3.7 MB of weights). Half as
 //    wide, twice the tiles stream the same weights on twice the SMs; the
-//    token tile is re-read per column block, a few KB at these sizes.
+//    token tile is re-read per column block, a few KB at these sizes;
+//  - or, for decode (tile_m <= kNarrowMaxTileM: at most 64 rows a tile, a
+//    quarter of the H200's FLOPs-per-byte ridge, so weight-read-bound; and M
+//    <= the groups, as torch's offs list every expert at decode, so the
+//    count of row blocks is at most M and that bound is near the count),
+//    the last wave of wide tiles would run on at most half the SMs (Qwen3-235B's
+//    gate_up at one token: 192 tiles on 132 SMs, 60 of them streaming two
+//    tiles' 2 MB while 72 idle; narrow, the most any SM streams is 1.5 MB).
+//    Narrow tiles never leave an SM more bytes than wide ones: ceil(2W/S)
+//    <= 2 ceil(W/S) for W wide tiles on S SMs, and it is strictly less
+//    exactly when the last wave fills at most half.
 //    Counted by row_block_limit, which no routing exceeds (the caller's
 //    rows-per-group bound may be wrong): a narrow tile's group never has
 //    2^32 tiles (ptx/blocks/tile_scheduler.h, kMaxOutputElements). Not under
 //    a config, which describes the wide kernel its fields name.
+// SwiGLU's narrow tile is 4 of its 8 octet pairs (32 features; the 5-D
+// weight box has weights_box_rows / 16 octets), sm_90a only and not in the
+// SwiGLU-only tile_m 256 kernels (sm90::kMaxGatherSwigluTileM; sm_100a's
+// SwiGLU epilogue reads 8 octet pairs of tensor memory and keeps wide tiles).
 // sm_90a multiplies a narrow tile with one consumer warpgroup; sm_100a's
 // tcgen05.mma keeps M 128, the rows past the 64-row box never stored
 // (ptx/sm100/grouped_gemm.cuh).
+constexpr uint32_t kNarrowMaxTileM = 64;
 bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                   const KernelPlan &p);
 // A plan's tile and weight box made narrow.

@@ -405,6 +405,29 @@ std::vector<Case> cases() {
     c.tile_m = 16;
     add(c);
   }
+  // Decode's narrow tiles past a wave (runtime/plan_rules.h, narrow_tiles):
+  // 9 routed rows in 10 groups (one empty, one inactive) x 22 wide column
+  // blocks = 198 wide tiles, whose last wave of 66 runs on half the H200's
+  // SMs, so 64-feature tiles. Every epilogue; SwiGLU's narrow tile is 4
+  // octet pairs (I 1400: the last tile has 3, the box's fourth past I), with
+  // and without gather on load, both 16-bit types.
+  for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_SWIGLU})
+    for (ggemm_dtype t : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
+      for (bool gather : {false, true}) {
+        if (e != GGEMM_EPILOGUE_SWIGLU && (gather || t == GGEMM_DTYPE_FP16)) continue;
+        Case c{std::string("decode_narrow_last_wave_") + (gather ? "gather_" : "") +
+               (e == GGEMM_EPILOGUE_STORE ? "store_" : e == GGEMM_EPILOGUE_ROW_SCALE ? "row_scale_" : "swiglu_") +
+               dtype_label(t)};
+        c.rows = {1, 1, 0, 1, 1, 1, 1, 1, 1, 1};
+        c.experts = {0, 1, 2, 3, -1, 5, 6, 7, 8, 9};
+        c.num_experts = 10;
+        c.n = 2800;
+        c.k = 192;
+        c.in = c.out = t;
+        c.epilogue = e;
+        c.gather_rows = gather ? 6 : 0;
+        add(c);
+      }
   for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_SWIGLU}) {
     Case c{std::string("gather_") +
            (e == GGEMM_EPILOGUE_STORE ? "store" : e == GGEMM_EPILOGUE_ROW_SCALE ? "row_scale" : "swiglu")};
@@ -665,7 +688,8 @@ std::vector<Case> cases() {
   // kind of kernel: the automatic persistent tiles, tile_m 256 of both
   // layouts and its pairs, SwiGLU's own tile_m 256 kernel, gather, the
   // short-K kernel (its routing table, and past it) and its split form,
-  // activation planes; empty, inactive and uncounted groups.
+  // activation planes, decode's narrow SwiGLU tiles; empty, inactive and
+  // uncounted groups.
   for (const char *name :
        {"ragged_kmajor_bf16_bf16", "ragged_mnmajor_fp16_fp32", "empty_and_inactive_groups", "one_group",
         "large_groups_auto_tile", "active_count_below_groups", "zero_active_groups", "tile_m256_kmajor",
@@ -673,7 +697,7 @@ std::vector<Case> cases() {
         "swiglu_i768_k2048_large_groups", "gather_swiglu_large_groups", "gather_decode_tile16", "decode_256_groups",
         "decode_listing_every_expert_n2048", "decode_listing_every_expert_n512",
         "short_k_store_bf16", "short_k_300_groups", "short_k_split_accumulate_fp32", "planes_unaligned_kmajor",
-        "row_scale_bf16"}) {
+        "row_scale_bf16", "decode_narrow_last_wave_gather_swiglu_bf16"}) {
     const auto found = std::find_if(v.begin(), v.end(), [&](const Case &c) { return c.name == name; });
     if (found == v.end()) continue;  // AreCallsTheAbiAccepts' count catches a renamed case
     Case c = *found;
@@ -694,7 +718,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
 TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
   Rng rng(fresh_seed());
   const std::vector<Case> all = cases();
-  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 22)
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 23)
       << "a case the group-ends list names is gone";
   for (const Case &c : all) {
     SCOPED_TRACE(c.name);

@@ -400,6 +400,32 @@ TEST(Sm90Plan, RowScaleTileM256CasesTakeTheirPaths) {
     }
 }
 
+// The GPU cases decode_narrow_last_wave_* (test_gpu_grouped.cpp) take the
+// narrow tiles they are named for: 9 rows in 10 groups, N 2800 (22 wide
+// column blocks, 198 tiles, a last wave of 66 on 132 SMs), every epilogue,
+// SwiGLU with and without gather, and one column block more stays wide.
+TEST(Sm90Plan, DecodeNarrowLastWaveCasesTakeTheirPaths) {
+  for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_SWIGLU})
+    for (bool gather : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "epilogue " << int(e) << (gather ? ", gather" : ""));
+      CallShape s = shape(1, 192);
+      s.m = 9, s.num_groups = 10, s.n = 2800;
+      s.epilogue = e;
+      s.gather = gather;
+      KernelPlan plan;
+      ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+      EXPECT_EQ(plan.tile_m, 16u);
+      EXPECT_EQ(plan.consumer_warpgroups, 1u);
+      EXPECT_EQ(plan.tile_n, 64u);
+      EXPECT_EQ(plan.weights_box_rows, 64u);
+      EXPECT_EQ(plan.max_clusters, 132);
+      s.n += 128;  // 23 column blocks: a last wave of 75
+      ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &plan), GGEMM_STATUS_SUCCESS);
+      EXPECT_EQ(plan.consumer_warpgroups, 2u);
+      EXPECT_EQ(plan.tile_n, 128u);
+    }
+}
+
 // K-sliced stages where the views allow them (K-major, no cluster, 128-byte
 // swizzle, K a multiple of 64) and the stage count is automatic: the fewest
 // slices (1, 2 or 4) that load >= 20 KB per stage ((box rows + tile_m) x 128
@@ -1535,7 +1561,7 @@ TEST(Sm100Plan, RefusesWhatSm90Refuses) {
 // whatever else the architecture sets with it).
 using Planner = std::function<ggemm_status(const DeviceProps &, const CallShape &, const ggemm_config *, KernelPlan *)>;
 void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
-                              const std::function<bool(const KernelPlan &)> &narrow) {
+                              const std::function<bool(const KernelPlan &)> &narrow, bool narrow_swiglu) {
   // Mixtral's down projection at one token, top-2, as torch's offs list it
   // (8 groups, 2 rows): 2 row blocks (rows in at most 2 groups, whatever the
   // listed 8) x 32 wide column blocks.
@@ -1562,14 +1588,17 @@ void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
   EXPECT_FALSE(narrow(cfg));
   EXPECT_EQ(cfg.tile_n, 128u);
   EXPECT_EQ(cfg.weights_box_rows, 128u);
-  // Not with SwiGLU (its octet pairs fill a whole tile), MN-major weights,
-  // nor where the wide tiles fill more than half the SMs (Qwen3-30B's down
-  // projection at one token: 8 row blocks x 16 column blocks).
+  // SwiGLU: narrow with 4 octet pairs where the architecture has them
+  // (sm_90a), else wide.
   CallShape swiglu = down;
   swiglu.epilogue = GGEMM_EPILOGUE_SWIGLU;
-  swiglu.n = 2 * 4096;
+  swiglu.n = 4096;  // I 2048: 2 row blocks x 32 wide column blocks
   ASSERT_EQ(plan(props, swiglu, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-  EXPECT_FALSE(narrow(cfg));
+  EXPECT_EQ(narrow(cfg), narrow_swiglu);
+  EXPECT_EQ(cfg.weights_box_rows, narrow_swiglu ? 64u : 128u);
+  // Not with MN-major weights, nor where the wide tiles fill more than half
+  // the SMs in their last wave (Qwen3-30B's down projection at one token:
+  // 8 row blocks x 16 column blocks, one wave of 128 on 132 SMs).
   CallShape mn_major = down;
   mn_major.transpose_b = false;
   ASSERT_EQ(plan(props, mn_major, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
@@ -1593,12 +1622,58 @@ void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
   ASSERT_EQ(plan(props, down, &configured, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   EXPECT_FALSE(narrow(cfg));
   EXPECT_EQ(cfg.tile_n, 128u);
+  // More than a wave, weight-read-bound (tile_m <= 64): narrow when the last
+  // wave of wide tiles runs on at most half the SMs. Qwen3-235B's gate_up
+  // at one token, as torch's offs list it: 8 row blocks x 24 = 192 tiles,
+  // 60 in the last wave of 132.
+  const int64_t sms = props.sm_count;
+  CallShape gate_up = down;
+  gate_up.m = 8, gate_up.n = 3072, gate_up.k = 4096, gate_up.num_groups = 128;
+  ASSERT_EQ(plan(props, gate_up, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_EQ(narrow(cfg), 192 % sms != 0 && 2 * (192 % sms) <= sms);
+  // The edges: 16 rows listed as 16 groups, W / 16 wide column blocks.
+  CallShape waves = down;
+  waves.m = 16, waves.num_groups = 16;
+  const auto narrow_at = [&](int64_t wide_tiles) {
+    EXPECT_EQ(wide_tiles % 16, 0);
+    CallShape call = waves;
+    call.n = wide_tiles / 16 * 128;
+    KernelPlan c;
+    EXPECT_EQ(plan(props, call, nullptr, &c), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    EXPECT_EQ(row_block_limit(call, c.tile_m) * column_blocks(call), wide_tiles);
+    return narrow(c);
+  };
+  int narrow_past_a_wave = 0, wide_past_a_wave = 0;
+  for (int64_t wide_tiles = 16; wide_tiles <= 4 * sms; wide_tiles += 16) {
+    const int64_t last_wave = wide_tiles % sms;
+    const bool expected = 2 * wide_tiles <= sms || (last_wave != 0 && 2 * last_wave <= sms);
+    EXPECT_EQ(narrow_at(wide_tiles), expected) << wide_tiles << " wide tiles";
+    if (wide_tiles > sms) ++(expected ? narrow_past_a_wave : wide_past_a_wave);
+  }
+  EXPECT_GT(narrow_past_a_wave, 3);
+  EXPECT_GT(wide_past_a_wave, 3);
+  // Compute-bound tiles keep the wide ones whatever their last wave: 1024
+  // rows in one group, a tile_m above 64, more than a wave with a last one
+  // of a few tiles.
+  CallShape prefill = waves;
+  prefill.m = 1024;
+  prefill.n = 4 * sms * 128;
+  ASSERT_EQ(plan(props, prefill, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_GT(cfg.tile_m, 64u);
+  const int64_t prefill_tiles = row_block_limit(prefill, cfg.tile_m) * column_blocks(prefill);
+  EXPECT_GT(prefill_tiles, sms);
+  prefill.n += 128;  // one more column block: a last wave of 1024 / tile_m tiles
+  ASSERT_EQ(plan(props, prefill, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_GT(cfg.tile_m, 64u);
+  const int64_t last_wave = row_block_limit(prefill, cfg.tile_m) * column_blocks(prefill) % sms;
+  EXPECT_TRUE(last_wave != 0 && 2 * last_wave <= sms) << last_wave;
+  EXPECT_FALSE(narrow(cfg));
 }
 
 // sm_100a plans sm_90a's narrow tiles against the B200's 148 SMs (the MMA
 // keeps M 128; never run on hardware), and a pair's tiles stay wide.
 TEST(Sm100Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
-  expect_narrow_tiles_rule(sm100_plan, b200(), [](const KernelPlan &p) { return p.tile_n == 64; });
+  expect_narrow_tiles_rule(sm100_plan, b200(), [](const KernelPlan &p) { return p.tile_n == 64; }, false);
   CallShape down{};
   down.a_dtype = down.c_dtype = GGEMM_DTYPE_BF16;
   down.m = 2, down.n = 4096, down.k = 14336, down.num_groups = 8, down.transpose_b = true;
@@ -1808,7 +1883,7 @@ TEST(Sm90Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
   expect_narrow_tiles_rule(sm90_persistent_plan, h200(), [](const KernelPlan &p) {
     EXPECT_EQ(p.tile_n == 64, p.consumer_warpgroups == 1u) << "tile_n " << p.tile_n;
     return p.consumer_warpgroups == 1u;
-  });
+  }, true);
 }
 
 }  // namespace
