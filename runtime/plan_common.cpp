@@ -166,8 +166,7 @@ int64_t max_clusters(const KernelPlan &plan, const GroupedShape &shape, const De
 bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                   const KernelPlan &p) {
   if (!shape.transpose_b || p.cluster_size != 1) return false;
-  if (shape.epilogue == GGEMM_EPILOGUE_SWIGLU && (p.kernel->arch != Arch::kSm90a || p.tile_m > sm90::kMaxGatherSwigluTileM))
-    return false;
+  if (shape.epilogue == GGEMM_EPILOGUE_SWIGLU && p.tile_m > sm90::kMaxGatherSwigluTileM) return false;
   if (shape.n <= int64_t(kNarrowTileN)) return true;
   if (config) return false;
   const int64_t sms = props.sm_count;

@@ -66,12 +66,12 @@ Status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &props);
 //    2^32 tiles (ptx/blocks/tile_scheduler.h, kMaxOutputElements). Not under
 //    a config, which describes the wide kernel its fields name.
 // SwiGLU's narrow tile is 4 of its 8 octet pairs (32 features; the 5-D
-// weight box has weights_box_rows / 16 octets), sm_90a only and not in the
-// SwiGLU-only tile_m 256 kernels (sm90::kMaxGatherSwigluTileM; sm_100a's
-// SwiGLU epilogue reads 8 octet pairs of tensor memory and keeps wide tiles).
+// weight box has weights_box_rows / 16 octets), not at tile_m above
+// sm90::kMaxGatherSwigluTileM (sm_90a's SwiGLU-only tile_m 256 kernels).
 // sm_90a multiplies a narrow tile with one consumer warpgroup; sm_100a's
 // tcgen05.mma keeps M 128, the rows past the 64-row box never stored
-// (ptx/sm100/grouped_gemm.cuh).
+// (ptx/sm100/grouped_gemm.cuh; its SwiGLU epilogue's warps 2 and 3 hold
+// features 32..63, past a narrow tile's columns: swiglu_lanes.h).
 constexpr uint32_t kNarrowMaxTileM = 64;
 bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                   const KernelPlan &p);

@@ -36,8 +36,13 @@ StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &sh
   // limits it; one K slice a stage, as every sm_100a stage is.
   if (swiglu) p.weights_box_rows = kGroupedTileN;
   // Narrow tiles for decode (plan_rules.h): 64-row weight boxes, and the
-  // walker's tiles as wide (GroupedGemmSm100Config::walk_tile_n).
-  if (narrow_tiles(props, shape, config, p)) narrow_plan(&p, shape);
+  // walker's tiles as wide (GroupedGemmSm100Config::walk_tile_n); never
+  // run on Blackwell hardware.
+  if (narrow_tiles(props, shape, config, p)) {
+    narrow_plan(&p, shape);
+    // SwiGLU: 4 whole octet pairs (32 features), zeros past I.
+    if (swiglu) p.weights_box_rows = kNarrowTileN;
+  }
   const uint32_t fit = sm100::max_stages(p.tile_m, p.swizzle_bytes, uint32_t(props.smem_optin), p.cluster_size);
   if (fit < 2) return refuse_fit(tile, shape, props, fit);
   p.stages = tile.stages;

@@ -1444,8 +1444,8 @@ TEST(Sm100Plan, CtaGroup2OnRequest) {
 // SASS-checked, never run on Blackwell hardware): planned as any other call
 // but with cta_group 1 (the pair kernels compile neither path), every
 // tile_m up to 256 (sm_90a stops at 128, its registers; sm_100a's epilogue
-// reads tensor memory 8 columns at a time), and for SwiGLU whole 128-row
-// octet-pair weight boxes however narrow N is (the shared 5-D view).
+// reads tensor memory 8 columns at a time), and for SwiGLU whole octet-pair
+// weight boxes (the shared 5-D view): 128 rows, or 64 on a narrow tile.
 TEST(Sm100Plan, GatherAndSwigluRunWithCtaGroup1) {
   struct Case {
     bool gather, swiglu;
@@ -1483,10 +1483,12 @@ TEST(Sm100Plan, GatherAndSwigluRunWithCtaGroup1) {
     o.tile_m = 256;
     ASSERT_EQ(sm100_plan(b200(), call(4096, 4096), &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
     EXPECT_EQ(cfg.tile_m, 256u);
-    // N narrower than a tile (I = 8 for SwiGLU): SwiGLU still loads the
-    // 128-row octet-pair box (zeros past I), a gather alone N rounded to 8.
+    // N narrower than a tile (I = 8 for SwiGLU): SwiGLU loads a narrow
+    // tile's 64-row box of 4 octet pairs (zeros past I), a gather alone N
+    // rounded to 8.
     ASSERT_EQ(sm100_plan(b200(), call(4096, 16), nullptr, &cfg), GGEMM_STATUS_SUCCESS);
-    EXPECT_EQ(cfg.weights_box_rows, c.swiglu ? 128u : 16u);
+    EXPECT_EQ(cfg.weights_box_rows, c.swiglu ? 64u : 16u);
+    EXPECT_EQ(cfg.tile_n, 64u);
     // A pair is refused, naming the part.
     o = blank_config();
     o.cta_group = 2;
@@ -1561,7 +1563,7 @@ TEST(Sm100Plan, RefusesWhatSm90Refuses) {
 // whatever else the architecture sets with it).
 using Planner = std::function<ggemm_status(const DeviceProps &, const CallShape &, const ggemm_config *, KernelPlan *)>;
 void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
-                              const std::function<bool(const KernelPlan &)> &narrow, bool narrow_swiglu) {
+                              const std::function<bool(const KernelPlan &)> &narrow) {
   // Mixtral's down projection at one token, top-2, as torch's offs list it
   // (8 groups, 2 rows): 2 row blocks (rows in at most 2 groups, whatever the
   // listed 8) x 32 wide column blocks.
@@ -1588,14 +1590,13 @@ void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
   EXPECT_FALSE(narrow(cfg));
   EXPECT_EQ(cfg.tile_n, 128u);
   EXPECT_EQ(cfg.weights_box_rows, 128u);
-  // SwiGLU: narrow with 4 octet pairs where the architecture has them
-  // (sm_90a), else wide.
+  // SwiGLU: narrow with 4 octet pairs.
   CallShape swiglu = down;
   swiglu.epilogue = GGEMM_EPILOGUE_SWIGLU;
   swiglu.n = 4096;  // I 2048: 2 row blocks x 32 wide column blocks
   ASSERT_EQ(plan(props, swiglu, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-  EXPECT_EQ(narrow(cfg), narrow_swiglu);
-  EXPECT_EQ(cfg.weights_box_rows, narrow_swiglu ? 64u : 128u);
+  EXPECT_TRUE(narrow(cfg));
+  EXPECT_EQ(cfg.weights_box_rows, 64u);
   // Not with MN-major weights, nor where the wide tiles fill more than half
   // the SMs in their last wave (Qwen3-30B's down projection at one token:
   // 8 row blocks x 16 column blocks, one wave of 128 on 132 SMs).
@@ -1673,7 +1674,7 @@ void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
 // sm_100a plans sm_90a's narrow tiles against the B200's 148 SMs (the MMA
 // keeps M 128; never run on hardware), and a pair's tiles stay wide.
 TEST(Sm100Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
-  expect_narrow_tiles_rule(sm100_plan, b200(), [](const KernelPlan &p) { return p.tile_n == 64; }, false);
+  expect_narrow_tiles_rule(sm100_plan, b200(), [](const KernelPlan &p) { return p.tile_n == 64; });
   CallShape down{};
   down.a_dtype = down.c_dtype = GGEMM_DTYPE_BF16;
   down.m = 2, down.n = 4096, down.k = 14336, down.num_groups = 8, down.transpose_b = true;
@@ -1883,7 +1884,7 @@ TEST(Sm90Plan, NarrowTilesWhereWideOnesLeaveHalfTheSmsIdle) {
   expect_narrow_tiles_rule(sm90_persistent_plan, h200(), [](const KernelPlan &p) {
     EXPECT_EQ(p.tile_n == 64, p.consumer_warpgroups == 1u) << "tile_n " << p.tile_n;
     return p.consumer_warpgroups == 1u;
-  }, true);
+  });
 }
 
 }  // namespace
