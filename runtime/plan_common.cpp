@@ -172,12 +172,14 @@ bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const gge
   const int64_t sms = props.sm_count;
   const int64_t wide_tiles = row_block_limit(shape, p.tile_m) * column_blocks(shape, kGroupedTileN);
   if (2 * wide_tiles <= sms) return true;
-  // Decode (weight-read-bound, a row block per routed row at most): the
-  // last wave of wide tiles on at most half the SMs (a remainder of 0 is a
-  // full wave).
+  // Decode (weight-read-bound, a row block per routed row at most): wide
+  // tiles short of one wave (not with gather on load, whose one-row boxes
+  // cost per stage, not per byte: a narrow stage pays them for half the
+  // weights), or a last wave of them on at most half the SMs (a remainder
+  // of 0 is a full wave).
   const bool decode = p.tile_m <= kNarrowMaxTileM && shape.m <= shape.num_groups;
   const int64_t last_wave = wide_tiles % sms;
-  return decode && last_wave != 0 && 2 * last_wave <= sms;
+  return decode && ((wide_tiles < sms && !shape.gather) || (last_wave != 0 && 2 * last_wave <= sms));
 }
 
 void narrow_plan(KernelPlan *p, const GroupedShape &shape) {

@@ -55,12 +55,15 @@ Status refuse_stages(uint32_t stages, uint32_t fit, const DeviceProps &props);
 //    quarter of the H200's FLOPs-per-byte ridge, so weight-read-bound; and M
 //    <= the groups, as torch's offs list every expert at decode, so the
 //    count of row blocks is at most M and that bound is near the count),
-//    the last wave of wide tiles would run on at most half the SMs (Qwen3-235B's
-//    gate_up at one token: 192 tiles on 132 SMs, 60 of them streaming two
-//    tiles' 2 MB while 72 idle; narrow, the most any SM streams is 1.5 MB).
-//    Narrow tiles never leave an SM more bytes than wide ones: ceil(2W/S)
-//    <= 2 ceil(W/S) for W wide tiles on S SMs, and it is strictly less
-//    exactly when the last wave fills at most half.
+//    wide tiles would not fill one wave (Qwen3-30B's gate_up at one token:
+//    96 on 132 SMs; narrow, every SM starts streaming; not with gather on
+//    load, whose one-row boxes cost per stage, so a narrow stage pays them
+//    for half the weight bytes), or their last wave would run on at most
+//    half the SMs (Qwen3-235B's gate_up at one token: 192 tiles on 132 SMs,
+//    60 of them streaming two tiles' 2 MB while 72 idle; narrow, the most
+//    any SM streams is 1.5 MB). Narrow tiles never leave an SM more bytes
+//    than wide ones: ceil(2W/S) <= 2 ceil(W/S) for W wide tiles on S SMs,
+//    strictly less exactly when the last wave fills at most half.
 //    Counted by row_block_limit, which no routing exceeds (the caller's
 //    rows-per-group bound may be wrong): a narrow tile's group never has
 //    2^32 tiles (ptx/blocks/tile_scheduler.h, kMaxOutputElements). Not under

@@ -1578,9 +1578,10 @@ void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
   EXPECT_EQ(cfg.tile_n, 64u);
   EXPECT_EQ(cfg.weights_box_rows, 64u);
   EXPECT_EQ(cfg.max_clusters, 128);
-  // Wide tiles for half the SMs still narrow; one more column stays wide.
+  // Wide tiles for half the SMs still narrow; one more column stays wide
+  // (16 rows in one group: not decode, whose rule is below).
   CallShape edge = down;
-  edge.m = edge.num_groups = 1;
+  edge.m = 16, edge.num_groups = 1;
   edge.n = props.sm_count / 2 * 128;
   ASSERT_EQ(plan(props, edge, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
   EXPECT_TRUE(narrow(cfg));
@@ -1597,9 +1598,9 @@ void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
   ASSERT_EQ(plan(props, swiglu, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   EXPECT_TRUE(narrow(cfg));
   EXPECT_EQ(cfg.weights_box_rows, 64u);
-  // Not with MN-major weights, nor where the wide tiles fill more than half
-  // the SMs in their last wave (Qwen3-30B's down projection at one token:
-  // 8 row blocks x 16 column blocks, one wave of 128 on 132 SMs).
+  // Not with MN-major weights. Decode short of one wave narrows (Qwen3-30B's
+  // down projection at one token: 8 row blocks x 16 column blocks, 128 wide
+  // tiles on 132 or 148 SMs), but not with gather on load.
   CallShape mn_major = down;
   mn_major.transpose_b = false;
   ASSERT_EQ(plan(props, mn_major, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
@@ -1607,6 +1608,11 @@ void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
   CallShape qwen3_down = down;
   qwen3_down.m = 8, qwen3_down.n = 2048, qwen3_down.k = 768, qwen3_down.num_groups = 128;
   ASSERT_EQ(plan(props, qwen3_down, nullptr, &cfg), GGEMM_STATUS_SUCCESS);
+  EXPECT_TRUE(narrow(cfg));
+  EXPECT_EQ(cfg.max_clusters, props.sm_count);
+  CallShape gathered = qwen3_down;
+  gathered.gather = true;
+  ASSERT_EQ(plan(props, gathered, nullptr, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   EXPECT_FALSE(narrow(cfg));
   EXPECT_EQ(cfg.max_clusters, 8 * 16);
   // Counted whatever the routing: a rows-per-group bound that makes the
@@ -1623,8 +1629,9 @@ void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
   ASSERT_EQ(plan(props, down, &configured, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
   EXPECT_FALSE(narrow(cfg));
   EXPECT_EQ(cfg.tile_n, 128u);
-  // More than a wave, weight-read-bound (tile_m <= 64): narrow when the last
-  // wave of wide tiles runs on at most half the SMs. Qwen3-235B's gate_up
+  // Decode (tile_m <= 64, M <= the groups) past one wave: narrow when the
+  // last wave of wide tiles runs on at most half the SMs, with or without
+  // gather. Qwen3-235B's gate_up
   // at one token, as torch's offs list it: 8 row blocks x 24 = 192 tiles,
   // 60 in the last wave of 132.
   const int64_t sms = props.sm_count;
@@ -1647,7 +1654,7 @@ void expect_narrow_tiles_rule(const Planner &plan, const DeviceProps &props,
   int narrow_past_a_wave = 0, wide_past_a_wave = 0;
   for (int64_t wide_tiles = 16; wide_tiles <= 4 * sms; wide_tiles += 16) {
     const int64_t last_wave = wide_tiles % sms;
-    const bool expected = 2 * wide_tiles <= sms || (last_wave != 0 && 2 * last_wave <= sms);
+    const bool expected = wide_tiles < sms || (last_wave != 0 && 2 * last_wave <= sms);
     EXPECT_EQ(narrow_at(wide_tiles), expected) << wide_tiles << " wide tiles";
     if (wide_tiles > sms) ++(expected ? narrow_past_a_wave : wide_past_a_wave);
   }
