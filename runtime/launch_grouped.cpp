@@ -60,7 +60,8 @@ Status encode_token_map(const Driver &drv, const GroupedLaunch &a, const KernelP
 // rows, gate | up, I / 8 feature octets, E}: one box {tile_k, 8, 2, 8, 1}
 // lands as 128 rows interleaving 8 gate rows with the 8 up rows of the same
 // features (kSwigluOctet), so a tile's gate and up values meet in each
-// thread's wgmma fragment.
+// thread's wgmma fragment; a narrow tile's box {tile_k, 8, 2, 4, 1} (64
+// weights_box_rows) lands 4 such octet pairs.
 Status encode_swiglu_weights(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k, GroupedGemmParams *p) {
   const GroupedShape &s = a.shape;
   const uint32_t in_bytes = dtype_bytes(s.a_dtype);

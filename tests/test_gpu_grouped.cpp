@@ -426,6 +426,7 @@ std::vector<Case> cases() {
         c.in = c.out = t;
         c.epilogue = e;
         c.gather_rows = gather ? 6 : 0;
+        c.unowned_rows = 0;  // M = 9 <= 10 groups: decode (rows past the groups would make M 14)
         add(c);
       }
   for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_SWIGLU}) {
@@ -531,15 +532,17 @@ std::vector<Case> cases() {
   // them routed, placed so that the warp walk (GroupedTileScheduler::
   // next_warp, 32 groups a step) stops at group 0, at a step's last and
   // first lanes, crosses steps of empty groups, and ends on the last group;
-  // with wide tiles (N 2048: 144 tiles) and narrow ones (N 512: 9 x 4 wide
-  // tiles); both again as group ends (below).
-  for (int64_t n : {2048, 512}) {
-    Case c{"decode_listing_every_expert_n" + std::to_string(n)};
+  // with narrow tiles (N 2048: M 28, 28 x 16 = 448 wide tiles, a last wave
+  // of 52; N 512: 112, short of a wave), and with wide ones (N 2048 under a
+  // config, which keeps tiles wide); all again as group ends (below).
+  for (int64_t n : {2048, 512, -2048}) {
+    Case c{"decode_listing_every_expert_n" + std::to_string(n < 0 ? -n : n) + (n < 0 ? "_wide" : "")};
     c.rows.assign(300, 0);
     for (int g : {0, 31, 32, 95, 96, 200, 263, 298, 299}) c.rows[size_t(g)] = 1 + g % 5;
-    c.n = n;
+    c.n = n < 0 ? -n : n;
     c.k = 768;
     c.num_experts = 16;  // group g multiplies expert g % 16
+    if (n < 0) c.tile_m = 16;
     add(c);
   }
   // Its routing table holds 256 groups: exactly that many, and more (the
@@ -696,6 +699,7 @@ std::vector<Case> cases() {
         "tile_m256_mnmajor", "cluster2_tile_m256_kmajor", "cluster2_tile_m128_mnmajor",
         "swiglu_i768_k2048_large_groups", "gather_swiglu_large_groups", "gather_decode_tile16", "decode_256_groups",
         "decode_listing_every_expert_n2048", "decode_listing_every_expert_n512",
+        "decode_listing_every_expert_n2048_wide",
         "short_k_store_bf16", "short_k_300_groups", "short_k_split_accumulate_fp32", "planes_unaligned_kmajor",
         "row_scale_bf16", "decode_narrow_last_wave_gather_swiglu_bf16"}) {
     const auto found = std::find_if(v.begin(), v.end(), [&](const Case &c) { return c.name == name; });
@@ -718,7 +722,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
 TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
   Rng rng(fresh_seed());
   const std::vector<Case> all = cases();
-  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 23)
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 24)
       << "a case the group-ends list names is gone";
   for (const Case &c : all) {
     SCOPED_TRACE(c.name);

@@ -401,9 +401,12 @@ TEST(Sm90Plan, RowScaleTileM256CasesTakeTheirPaths) {
 }
 
 // The GPU cases decode_narrow_last_wave_* (test_gpu_grouped.cpp) take the
-// narrow tiles they are named for: 9 rows in 10 groups, N 2800 (22 wide
+// narrow tiles they are named for: 9 rows in 10 groups (the cases leave no
+// rows past the groups, unowned_rows = 0, so M is 9), N 2800 (22 wide
 // column blocks, 198 tiles, a last wave of 66 on 132 SMs), every epilogue,
-// SwiGLU with and without gather, and one column block more stays wide.
+// SwiGLU with and without gather, and one column block more stays wide. So
+// do decode_listing_every_expert_* (M 28 = 23 routed rows + 5 past the
+// groups, 300 groups, K 768): narrow at N 2048 and 512, wide under a config.
 TEST(Sm90Plan, DecodeNarrowLastWaveCasesTakeTheirPaths) {
   for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_SWIGLU})
     for (bool gather : {false, true}) {
@@ -424,6 +427,75 @@ TEST(Sm90Plan, DecodeNarrowLastWaveCasesTakeTheirPaths) {
       EXPECT_EQ(plan.consumer_warpgroups, 2u);
       EXPECT_EQ(plan.tile_n, 128u);
     }
+  for (int64_t n : {2048, 512}) {
+    SCOPED_TRACE(::testing::Message() << "listing every expert, N " << n);
+    CallShape s = shape(5, 768);
+    s.m = 28, s.num_groups = 300, s.n = n;
+    KernelPlan plan;
+    ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    EXPECT_EQ(plan.tile_m, 16u);
+    EXPECT_EQ(plan.tile_n, 64u);
+    ggemm_config wide = blank_config();
+    wide.tile_m = 16;
+    ASSERT_EQ(sm90_persistent_plan(h200(), s, &wide, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    EXPECT_EQ(plan.tile_n, 128u);
+  }
+}
+
+// The decode rule's two conditions, each alone, on the H200's 132 SMs:
+// wide tiles short of one wave narrow only when tile_m <= 64 and M <= the
+// groups; and the tile counts that narrow, by hand (16 groups of one row,
+// W / 16 column blocks): short of a wave, or a last wave of at most 66.
+TEST(Sm90Plan, DecodeNarrowRuleByHand) {
+  CallShape s = shape(1, 4096);
+  s.m = 16, s.num_groups = 16;
+  const auto narrow = [](const CallShape &c) {
+    KernelPlan plan;
+    EXPECT_EQ(sm90_persistent_plan(h200(), c, nullptr, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    return plan.tile_n == 64u;
+  };
+  const struct {
+    int64_t wide_tiles;
+    bool narrow;
+  } by_hand[] = {{64, true},   {80, true},   {128, true},  {144, true},  {192, true},  {208, false},
+                 {256, false}, {272, true},  {384, false}, {400, true},  {528, false}, {592, true}};
+  for (const auto &c : by_hand) {
+    CallShape call = s;
+    call.n = c.wide_tiles / 16 * 128;
+    EXPECT_EQ(narrow(call), c.narrow) << c.wide_tiles << " wide tiles";
+  }
+  // M above the groups (17 rows in 16 groups: 16 row blocks, tile_m 16):
+  // 128 wide tiles, short of a wave but more than half, stay wide.
+  CallShape more_rows = s;
+  more_rows.m = 17, more_rows.n = 8 * 128;
+  EXPECT_FALSE(narrow(more_rows));
+  // tile_m above 64 with M <= the groups: 256 rows in 256 groups, no hint
+  // (a group may hold all 256), 9 column blocks: 2304 wide tiles, a last
+  // wave of 60, but tiles of 128 tokens stay wide.
+  CallShape big_tiles = s;
+  big_tiles.m = 256, big_tiles.num_groups = 256, big_tiles.max_rows_per_group = 0;
+  big_tiles.n = 9 * 128;
+  KernelPlan probe;
+  ASSERT_EQ(sm90_persistent_plan(h200(), big_tiles, nullptr, &probe), GGEMM_STATUS_SUCCESS);
+  EXPECT_GT(probe.tile_m, 64u);
+  EXPECT_EQ(row_block_limit(big_tiles, probe.tile_m) * column_blocks(big_tiles) % 132, 60);
+  EXPECT_EQ(probe.tile_n, 128u);
+  // Gather keeps wide tiles short of a wave, not past it.
+  CallShape gathered = s;
+  gathered.gather = true;
+  gathered.n = 8 * 128;  // 128 wide tiles
+  EXPECT_FALSE(narrow(gathered));
+  gathered.n = 12 * 128;  // 192: a last wave of 60
+  EXPECT_TRUE(narrow(gathered));
+  // SwiGLU at tile_m 256 (its own kernels) stays wide even with N <= 64.
+  CallShape swiglu = shape(4096, 512);
+  swiglu.m = 64 * 4096, swiglu.n = 64;
+  swiglu.epilogue = GGEMM_EPILOGUE_SWIGLU;
+  KernelPlan plan;
+  ASSERT_EQ(sm90_persistent_plan(h200(), swiglu, nullptr, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(plan.tile_m, 256u);
+  EXPECT_EQ(plan.tile_n, 128u);
+  EXPECT_EQ(plan.weights_box_rows, 128u);
 }
 
 // K-sliced stages where the views allow them (K-major, no cluster, 128-byte

@@ -68,7 +68,8 @@ struct ProducerSm100 {
         if (p.epilogue == kEpilogueSwiglu) {
           // The runtime's 5-D view {K, 8 rows, gate | up, feature octet,
           // expert} (runtime/launch_grouped.cpp, encode_swiglu_weights, shared
-          // with sm_90a): the tile's 64 features as octet pairs, smem row
+          // with sm_90a): the tile's 64 features (32 on a narrow tile) as
+          // octet pairs, smem row
           // s = 16 * octet + 8 * (up ? 1 : 0) + row (kSwigluOctet); the
           // epilogue reads them back in that order from tensor memory.
           ptx::tma_load_5d(wt, &p.tmap_weights, full, k0, 0, 0, int32_t(col0 / (2 * kSwigluOctet)), expert);
@@ -114,8 +115,8 @@ struct ProducerSm100 {
   }
 
   // Bytes of one stage's weights: K-major boxes of weights_box_rows rows
-  // (128 for SwiGLU's 5-D view: 8 octet pairs, zeros past I), or the two
-  // MN-major boxes.
+  // (SwiGLU's 5-D view: 128, or 64 on a narrow tile, whole octet pairs,
+  // zeros past I), or the two MN-major boxes.
   GGEMM_DEVICE static uint32_t weights_bytes(const GroupedGemmParams &p, const SmemLayout &layout) {
     return Cfg::kLayout == WeightLayout::kKMajor ? p.weights_box_rows * p.swizzle_bytes : layout.weights_stage_bytes;
   }

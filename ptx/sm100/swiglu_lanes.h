@@ -4,7 +4,9 @@
 // against the 5-D weight view's box layout (the kernel itself never ran).
 //
 // The weights' 5-D view (runtime/launch_grouped.cpp, encode_swiglu_weights,
-// shared with sm_90a) lands a tile's 128 rows as 8 octet pairs: shared-memory
+// shared with sm_90a) lands a tile's 128 rows as 8 octet pairs (a narrow
+// tile's 64 as 4: the lanes past them, warps 2 and 3, hold features 32..63,
+// which lie past its columns and are never stored): shared-memory
 // row s = 16 o + 8 u + i holds gate row (u = 0) or up row (u = 1) of the
 // tile's feature 8 o + i (kSwigluOctet). The MMA's M row s is tensor-memory
 // lane s, and epilogue warp q reads lanes 32q..32q+31, so its lane l holds

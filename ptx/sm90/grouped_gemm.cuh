@@ -110,8 +110,10 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static constexpr bool kGather = ClusterM == 1 && TileM <= int(kMaxGatherSwigluTileM);
   // The consumer warpgroups that multiply (Sm90GroupedParams::
   // consumer_warpgroups): one, with tiles of 64 features, for K-major
-  // weights without a cluster where N <= 64 or wide tiles would leave half
-  // the SMs idle (runtime/plan_rules.h, narrow_tiles); otherwise both.
+  // weights without a cluster where N <= 64, wide tiles would leave half
+  // the SMs idle, or a decode call's wide tiles would fall short of one
+  // wave or leave half the SMs idle in their last (runtime/plan_rules.h,
+  // narrow_tiles); otherwise both.
   static constexpr bool kOneConsumerAllowed = Layout == WeightLayout::kKMajor && ClusterM == 1;
   // At tile_m 256 the 128 accumulator registers leave too few for the
   // accumulate epilogue's old values (it spills); the runtime never picks

@@ -159,7 +159,7 @@ struct ProducerSm90 {
     if constexpr (Cfg::kLayout == WeightLayout::kKMajor) {
       if (Cfg::kSwigluOnly || p.epilogue == kEpilogueSwiglu) {
         // {K, 8 rows, gate | up, feature octet, expert}: the tile's 64
-        // features as octet pairs (kSwigluOctet).
+        // features (32 on a narrow tile) as octet pairs (kSwigluOctet).
         ptx::tma_load_5d(w, &p.tmap_weights, bar, k0, 0, 0, int32_t(tile.col0 / (2 * kSwigluOctet)), tile.expert);
       } else {
         ptx::tma_load_3d(w, &p.tmap_weights, bar, k0, int32_t(tile.col0), tile.expert);
