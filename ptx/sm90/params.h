@@ -53,9 +53,10 @@ struct Sm90GroupedParams : GroupedGemmParams {
   uint32_t k_slices;
   uint32_t narrow_token_boxes;  // 1: tmap_tokens_narrow is encoded (sm_90a, k_slices 1, no cluster)
   // sm_90a: the consumer warpgroups that multiply, 2, or 1 (K-major
-  // weights, no cluster) with tiles of 64 features, when N <= 64 or wide
-  // tiles would leave half the SMs idle (runtime/plan_rules.h,
-  // narrow_tiles). The second warpgroup then takes no tiles, and the stage's
+  // weights, no cluster) with tiles of 64 features (runtime/plan_rules.h,
+  // narrow_tiles: N <= 64, wide tiles leaving half the SMs idle, or a
+  // decode call's falling short of a wave or leaving half the SMs idle in
+  // their last). The second warpgroup then takes no tiles, and the stage's
   // weight slot ends 64 rows past the last slice's box instead of 128
   // (weights_stage_rows: deeper pipelines for the LoRA shrink).
   uint32_t consumer_warpgroups;
