@@ -401,21 +401,11 @@ GGEMM_DEVICE void route_one_warp(const MoeRouteParams &p) {
   } else if (lane < p.num_slots) {
     p.slot_row[lane] = -1;
   }
-  if (lane == 0) {
-    p.usage_stats[0] = most;
-    p.usage_stats[1] = active;
-  }
-  // As fill_past_routed: the groups past the active ones end at the routed
-  // rows, and the rows past them belong to no slot.
-  for (uint32_t g = active + lane; g <= p.local_experts; g += 32) {
-    p.a_offsets[g] = rows;
-    if (g < p.local_experts) p.expert_ids[g] = -1;
-  }
-  for (uint32_t m = rows + lane; m < p.num_slots; m += 32) {
-    p.row_token[m] = -1;
-    p.row_slot[m] = -1;
-    p.row_weight[m] = 0.f;
-  }
+  // The usage stats; the groups past the active ones end at the routed
+  // rows, and the rows past them belong to no slot (the warp is the grid).
+  RouteTotals totals{};
+  totals.rows = rows, totals.active = active, totals.most = most;
+  fill_past_routed(p, totals);
 }
 
 #endif  // __CUDACC__
