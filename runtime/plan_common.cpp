@@ -125,6 +125,17 @@ TileChoice choose_tile(Arch arch, const DeviceProps &props, const GroupedShape &
   return c;
 }
 
+namespace {
+// K-major weight rows a stage's TMA box loads for tiles of tile_n rows:
+// kmajor_box_rows, except that SwiGLU loads whole octet pairs of its 5-D
+// view (kSwigluOctet: tile_n interleaved rows, zeros past I) however narrow
+// N is: 128 rows on a wide tile, 64 (4 octet pairs) on a narrow one.
+uint32_t weights_box_rows(const GroupedShape &shape, uint32_t cluster_size, uint32_t tile_n) {
+  return shape.epilogue == GGEMM_EPILOGUE_SWIGLU ? tile_n
+                                                 : kmajor_box_rows(shape.transpose_b, cluster_size, shape.n, tile_n);
+}
+}  // namespace
+
 StatusOr<KernelPlan> persistent_plan_of_tile(Arch arch, const GroupedShape &shape, const TileChoice &tile) {
   const uint32_t cluster = arch == Arch::kSm90a ? tile.cluster_m : tile.cta_group;
   KernelPlan p;
@@ -137,7 +148,7 @@ StatusOr<KernelPlan> persistent_plan_of_tile(Arch arch, const GroupedShape &shap
   p.tile_n = kGroupedTileN;  // each CTA's weight rows (and TMA box), whatever the cluster
   p.swizzle_bytes = tile.swizzle_bytes;
   p.cluster_size = cluster;
-  p.weights_box_rows = kmajor_box_rows(shape.transpose_b, p.cluster_size, shape.n, p.tile_n);
+  p.weights_box_rows = weights_box_rows(shape, p.cluster_size, p.tile_n);
   return p;
 }
 
@@ -184,7 +195,7 @@ bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const gge
 
 void narrow_plan(KernelPlan *p, const GroupedShape &shape) {
   p->tile_n = kNarrowTileN;
-  p->weights_box_rows = kmajor_box_rows(true, 1, shape.n, p->tile_n);
+  p->weights_box_rows = weights_box_rows(shape, 1, p->tile_n);
 }
 
 namespace {

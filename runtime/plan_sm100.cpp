@@ -30,19 +30,14 @@ StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &sh
                  shape.gather ? "gather on load (a_row_index)" : "the SwiGLU epilogue");
   KernelPlan p;
   GGEMM_ASSIGN_OR_RETURN(p, persistent_plan_of_tile(Arch::kSm100a, shape, tile));
-  // SwiGLU loads whole octet-pair tiles (kSwigluOctet: 128 interleaved rows,
-  // zeros past I), as on sm_90a. Every tile_m: the epilogue reads tensor
-  // memory 8 columns at a time, so unlike sm_90a's registers nothing
-  // limits it; one K slice a stage, as every sm_100a stage is.
-  if (swiglu) p.weights_box_rows = kGroupedTileN;
+  // SwiGLU loads whole octet-pair tiles as on sm_90a (plan_common.cpp,
+  // weights_box_rows). Every tile_m: the epilogue reads tensor memory 8
+  // columns at a time, so unlike sm_90a's registers nothing limits it; one
+  // K slice a stage, as every sm_100a stage is.
   // Narrow tiles for decode (plan_rules.h): 64-row weight boxes, and the
   // walker's tiles as wide (GroupedGemmSm100Config::walk_tile_n); never
   // run on Blackwell hardware.
-  if (narrow_tiles(props, shape, config, p)) {
-    narrow_plan(&p, shape);
-    // SwiGLU: 4 whole octet pairs (32 features), zeros past I.
-    if (swiglu) p.weights_box_rows = kNarrowTileN;
-  }
+  if (narrow_tiles(props, shape, config, p)) narrow_plan(&p, shape);
   const uint32_t fit = sm100::max_stages(p.tile_m, p.swizzle_bytes, uint32_t(props.smem_optin), p.cluster_size);
   if (fit < 2) return refuse_fit(tile, shape, props, fit);
   p.stages = tile.stages;

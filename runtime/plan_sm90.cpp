@@ -237,16 +237,12 @@ StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShap
   KernelPlan p;
   GGEMM_ASSIGN_OR_RETURN(p, persistent_plan_of_tile(Arch::kSm90a, shape, tile));
   if (swiglu_only_kernel) p.kernel = swiglu_only_kernel;
-  // SwiGLU loads whole octet-pair tiles (kSwigluOctet: 128 interleaved rows,
-  // zeros past I), multiplied by both warpgroups; a narrow tile below loads
-  // 4 octet pairs for one.
-  if (swiglu) p.weights_box_rows = sm90::kTileN;
+  // (SwiGLU's weight box is whole octet pairs, wide or narrow: plan_common.cpp,
+  // weights_box_rows.)
   static_assert(sm90::kTileN / sm90::kConsumerWarpgroups == kNarrowTileN, "a narrow tile is one warpgroup's rows");
   if (narrow_tiles(props, shape, config, p)) {
     p.consumer_warpgroups = 1;
     narrow_plan(&p, shape);
-    // SwiGLU: 4 whole octet pairs (32 features), zeros past I.
-    if (swiglu) p.weights_box_rows = kNarrowTileN;
   }
   p.k_slices = choose_k_slices(p, shape, props, tile.stages, k_slices_request);
   GGEMM_RETURN_IF_ERROR(size_pipeline(props, shape, tile, &p));
