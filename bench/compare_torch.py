@@ -18,6 +18,13 @@ against torch's. Prints one table per mode and data, with ggemm's speed-up
 (torch time / ggemm time) per row and their geometric mean; the decode rows
 also show the weight-read floor (the routed experts' weights at the copy
 bandwidth measured here).
+
+With --dense, each row whose groups are all full (the prefill rows) also
+times one dense cuBLAS GEMM of the same FLOPs and data (torch.mm of the M
+rows by one expert's [N, K] weights, as x @ w.T): the best-tuned kernel on
+the chip with no group edges and one expert's weights, an easier problem
+than the grouped one. torch._grouped_mm's time over it is about the most
+any grouped kernel can gain over torch._grouped_mm on that row.
 """
 import argparse
 import json
@@ -122,6 +129,10 @@ class Problem:
     def torch(self):
         return torch._grouped_mm(self.x, self.w.transpose(-2, -1), offs=self.offs)
 
+    def dense(self):
+        """The same FLOPs as one dense GEMM: every row times expert 0's weights."""
+        return torch.mm(self.x, self.w[0].transpose(0, 1), out=self.out)
+
 
 class L2Flush:
     def __init__(self):
@@ -199,6 +210,8 @@ def main():
     ap.add_argument("--data", default="uniform,model", help="uniform, model or both (comma-separated)")
     ap.add_argument("--rows", default=".", help="regex over the row names")
     ap.add_argument("--json", help="write every measurement here")
+    ap.add_argument("--dense", action="store_true",
+                    help="also time a dense cuBLAS GEMM of the same FLOPs (rows with M >= 128 x experts)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     flush = L2Flush()
@@ -227,11 +240,15 @@ def main():
             for mode, timer in (("cold", lambda f: cold_us(f, flush)), ("sustained", sustained_us)):
                 row[f"ggemm_{mode}_us"] = timer(p.ggemm)
                 row[f"torch_{mode}_us"] = timer(p.torch)
+                if args.dense and p.m >= 128 * experts:
+                    row[f"dense_{mode}_us"] = timer(p.dense)
             # The weights the routed experts must read, at the copy bandwidth's read half.
             row["weight_floor_us"] = p.routed_experts * n * k * 2 / bandwidth * 1e6
             results.append(row)
             print(f"  {data:7s} {name:40s} cold {row['ggemm_cold_us']:9.1f} / {row['torch_cold_us']:9.1f} us   "
-                  f"sustained {row['ggemm_sustained_us']:9.1f} / {row['torch_sustained_us']:9.1f} us", flush=True)
+                  f"sustained {row['ggemm_sustained_us']:9.1f} / {row['torch_sustained_us']:9.1f} us"
+                  + (f"   dense {row['dense_cold_us']:9.1f} / {row['dense_sustained_us']:9.1f} us"
+                     if "dense_cold_us" in row else ""), flush=True)
 
     for data in args.data.split(","):
         for mode in ("cold", "sustained"):
@@ -239,12 +256,15 @@ def main():
             if not rs:
                 continue
             print(f"\n{mode}, {data} data: ggemm beside torch._grouped_mm\n")
-            print("| row | experts used | M | N | K | ggemm us | torch us | ggemm speed-up | weight-read floor us |")
-            print("|---|---|---|---|---|---|---|---|---|")
+            print("| row | experts used | M | N | K | ggemm us | torch us | ggemm speed-up | weight-read floor us "
+                  "| dense cuBLAS us | torch / dense |")
+            print("|---|---|---|---|---|---|---|---|---|---|---|")
             for r in rs:
                 g, t = r[f"ggemm_{mode}_us"], r[f"torch_{mode}_us"]
+                d = r.get(f"dense_{mode}_us")
+                dense = f"{d:.1f} | {t / d:.2f}x" if d else "- | -"
                 print(f"| {r['row']} | {r['routed_experts']} | {r['m']} | {r['n']} | {r['k']} | {g:.1f} | {t:.1f} | "
-                      f"{t / g:.2f}x | {r['weight_floor_us']:.1f} |")
+                      f"{t / g:.2f}x | {r['weight_floor_us']:.1f} | {dense} |")
             geo = math.exp(sum(math.log(r[f"torch_{mode}_us"] / r[f"ggemm_{mode}_us"]) for r in rs) / len(rs))
             print(f"\ngeometric mean speed-up ({mode}, {data}): {geo:.2f}x over {len(rs)} rows")
     if args.json:

@@ -46,10 +46,6 @@ struct OldCRing {
   uint32_t count = 0, pending = 0;
 };
 
-// Named barrier of every consumer thread around the row scales' publication
-// (0 is __syncthreads, 1 and 2 each consumer warpgroup's).
-constexpr uint32_t kRowScalesBarrier = 3;
-
 template <class Cfg>
 struct EpilogueSm90 {
   using Out = typename Cfg::Out;
@@ -63,9 +59,12 @@ struct EpilogueSm90 {
   // the staging tile. Writing acc here (scaling in place, zeroing) would be a
   // non-wgmma definition of the accumulators inside the tile loop, and ptxas
   // then serialises every wgmma of the mainloop (C7515).
+  //
+  // scaled_tiles: with two chunks, the count of row-scaled active tiles this
+  // warpgroup has stored (the parity of the row-scales region's barriers).
   GGEMM_DEVICE static void store(const Sm90GroupedParams &p, const GroupedTile &tile, bool active, uint32_t cw,
                                  uint32_t tid, uint8_t *staging_base, StagingBuffers &staging_buffers,
-                                 RowScales &scales, const float (&acc)[Cfg::kAccRegs]) {
+                                 RowScales &scales, uint32_t &scaled_tiles, const float (&acc)[Cfg::kAccRegs]) {
     const uint32_t warp = tid / 32, lane = tid % 32;
     const uint32_t barrier_id = 1 + cw;  // named barrier of this warpgroup (0 is __syncthreads)
 
@@ -79,14 +78,12 @@ struct EpilogueSm90 {
 
     const bool scale = p.epilogue == kEpilogueRowScale;  // an inactive tile stages zeros either way
     const bool swiglu = Cfg::kSwigluOnly || (Cfg::kSwiglu && p.epilogue == kEpilogueSwiglu);
-    // alpha joins the weights; with two chunks they go into shared memory
-    // (row_scales.h), between two barriers of every consumer thread.
-    if (active && scale && !swiglu) {
+    // alpha joins the weights; with two chunks the row-scale loader has
+    // written them (times alpha) into shared memory (row_scales.h).
+    const bool scaled = active && scale && !swiglu;
+    if (scaled) {
       if constexpr (RowScales::kShared) {
-        const uint32_t consumer_threads = 128 * Cfg::consumers(p);
-        ptx::bar_sync(kRowScalesBarrier, consumer_threads);
-        scales.publish(p, tile.row0, tile.rows, Cfg::row_scales_region(), cw, Cfg::consumers(p), tid);
-        ptx::bar_sync(kRowScalesBarrier, consumer_threads);
+        ptx::mbarrier_wait_parity(&Cfg::row_scales_barriers()->full, scaled_tiles & 1);
       } else {
         scales.apply_alpha(p);
       }
@@ -148,6 +145,12 @@ struct EpilogueSm90 {
         continue;
       }
       masked_stores(p, tid, staging, rows, cols, col0, row0, crosses, view);
+    }
+    if constexpr (RowScales::kShared) {
+      if (scaled) {  // this thread has read its last chunk's weights
+        ptx::mbarrier_arrive(&Cfg::row_scales_barriers()->empty);
+        ++scaled_tiles;
+      }
     }
   }
 

@@ -23,7 +23,9 @@
 //                per stage, not per byte). A tile narrower than tile_m loads
 //                only the token rows its MMA reads (tmap_tokens_narrow).
 //                Warp 2, gathering (a_row_index): the gather loader, the
-//                token rows one box each (gather_loader.cuh).
+//                token rows one box each (gather_loader.cuh); at tile_m 256
+//                with the row-scale epilogue: the row-scale loader
+//                (row_scales.h).
 //   warpgroups 1, 2  consumers: wgmma from shared-memory descriptors into
 //                fp32 registers, then the epilogue for their 64 features:
 //                stmatrix.trans into a 128B-swizzled staging tile, then a TMA
@@ -149,9 +151,20 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   // sm90_row_scales_bytes, smem_layout.h): only kernels whose epilogue
   // calls it (tile_m 256) have it.
   GGEMM_DEVICE static float *row_scales_region() {
-    static_assert(sm90_row_scales_bytes(TileM) == TileM * sizeof(float), "a tile of two epilogue chunks");
+    static_assert(sm90_row_scales_bytes(TileM) == TileM * sizeof(float) + sizeof(RowScalesBarriers),
+                  "a tile of two epilogue chunks");
     __shared__ float region[TileM];
     return region;
+  }
+  GGEMM_DEVICE static RowScalesBarriers *row_scales_barriers() {
+    __shared__ RowScalesBarriers barriers;
+    return &barriers;
+  }
+  // Whether warp 2 runs the row-scale loader (row_scales.h): tiles of two
+  // epilogue chunks (which never gather) with the row-scale epilogue.
+  static constexpr bool kRowScalesShared = kStageChunks > 1 && !SwigluOnly;
+  GGEMM_DEVICE static bool loads_row_scales(const Sm90GroupedParams &p) {
+    return kRowScalesShared && p.epilogue == kEpilogueRowScale;
   }
 
   // This CTA's rank in its cluster (0 without clusters).
@@ -202,9 +215,17 @@ struct GroupedGemmSm90 {
           ptx::mbarrier_init(&c_empty[s], Cfg::consumers(p));  // each consumer warpgroup, once its slot is free
         }
       }
+      if constexpr (Cfg::kRowScalesShared) {
+        if (Cfg::loads_row_scales(p)) {
+          ptx::mbarrier_init(&Cfg::row_scales_barriers()->full, 32);                       // the loader's lanes
+          ptx::mbarrier_init(&Cfg::row_scales_barriers()->empty, Cfg::consumers(p) * 128);  // every consumer thread
+        }
+      }
       // Who reads each handed-off tile: the producer thread, every consumer
-      // thread and, gathering, the gather loader (one release per warp).
-      TileHandoff::init(Cfg::handoff_region(), 1 + Cfg::consumers(p) * 128 + (gathers(p) ? 1 : 0));
+      // thread and, gathering, the gather loader or, scaling rows of tiles
+      // of two chunks, the row-scale loader (one release per warp).
+      TileHandoff::init(Cfg::handoff_region(),
+                        1 + Cfg::consumers(p) * 128 + (gathers(p) || Cfg::loads_row_scales(p) ? 1 : 0));
       ptx::fence_mbarrier_init();
     }
     if (threadIdx.x == 32) {  // the tensor maps are kernel parameters: no other kernel writes them
@@ -244,7 +265,13 @@ struct GroupedGemmSm90 {
       } else if (threadIdx.x < 64) {
         TileWalkerSm90<Cfg>::run(p, Cfg::handoff_region());
       } else if (threadIdx.x < 96) {
-        if (gathers(p)) GatherLoaderSm90<Cfg>::run(p, smem, layout, full, empty);
+        if (gathers(p)) {
+          GatherLoaderSm90<Cfg>::run(p, smem, layout, full, empty);
+        } else if constexpr (Cfg::kRowScalesShared) {
+          if (Cfg::loads_row_scales(p))
+            RowScaleLoaderSm90<TileM>::run(p, Cfg::handoff_region(), Cfg::row_scales_region(),
+                                           Cfg::row_scales_barriers());
+        }
       }
     } else if (warpgroup <= Cfg::consumers(p)) {  // a second warpgroup with no rows below N has nothing to do
       ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
@@ -309,6 +336,7 @@ struct GroupedGemmSm90 {
     for (int i = 0; i < Cfg::kAccRegs; ++i) acc[i] = 0.f;
     OldCRing c_ring;
     StagingBuffers staging_buffers(p.staging_buffers);
+    uint32_t scaled_tiles = 0;  // tiles of two chunks: row-scaled tiles stored (EpilogueSm90::store)
     TraceWriter trace(tid == 0 ? trace_buffer(p) : nullptr, 1 + cw);
     trace.record_with_time(kTraceStart, 0);
 
@@ -319,7 +347,7 @@ struct GroupedGemmSm90 {
       const TileSlot &slot = handoff.wait(Cfg::handoff_region());
       if (slot.tile.rows == 0) break;  // the end
       consume_tile<Swizzle, Slices>(p, smem, layout, full, empty, c, cw, tid, slot.tile, slot.index, pipe, acc,
-                                    staging_buffers, c_ring, trace);
+                                    staging_buffers, scaled_tiles, c_ring, trace);
       handoff.release(Cfg::handoff_region());
     }
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
@@ -332,14 +360,17 @@ struct GroupedGemmSm90 {
   GGEMM_DEVICE static void consume_tile(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout,
                                         uint64_t *full, uint64_t *empty, const OldCBarriers &c, uint32_t cw,
                                         uint32_t tid, const GroupedTile &tile, uint32_t tile_index, RingPosition &pipe,
-                                        float (&acc)[Cfg::kAccRegs], StagingBuffers &staging_buffers, OldCRing &c_ring,
-                                        TraceWriter &trace) {
+                                        float (&acc)[Cfg::kAccRegs], StagingBuffers &staging_buffers,
+                                        uint32_t &scaled_tiles, OldCRing &c_ring, TraceWriter &trace) {
     const bool active = tile.expert >= 0;
     trace.record(kTraceTile, tile_index);
-    // The row-scale epilogue's weights, loaded now so that their latency
-    // hides under the mainloop (row_scales.h).
+    // The row-scale epilogue's weights of a one-chunk tile, loaded now so
+    // that their latency hides under the mainloop (row_scales.h; those of
+    // a two-chunk tile come from the row-scale loader).
     typename EpilogueSm90<Cfg>::RowScales scales;
-    if (!Cfg::kSwigluOnly && active && p.epilogue == kEpilogueRowScale) scales.load(p, tile.row0, tile.rows, cw, tid);
+    if constexpr (!Cfg::kSwigluOnly && !Cfg::kRowScalesShared) {
+      if (active && p.epilogue == kEpilogueRowScale) scales.load(p, tile.row0, tile.rows, tid);
+    }
     if (active) {
       MainloopSm90<Cfg>::template run<Swizzle, Slices, Cfg::kTileM>(p, smem, layout, full, empty, cw, tile.rows, pipe,
                                                                     acc, trace);
@@ -355,7 +386,7 @@ struct GroupedGemmSm90 {
         return;
       }
     }
-    EpilogueSm90<Cfg>::store(p, tile, active, cw, tid, staging, staging_buffers, scales, acc);
+    EpilogueSm90<Cfg>::store(p, tile, active, cw, tid, staging, staging_buffers, scales, scaled_tiles, acc);
     trace.record(kTraceEpilogueEnd, tile_index);
   }
 };

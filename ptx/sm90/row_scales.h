@@ -23,15 +23,20 @@
 // the mainloop: another chunk's four would spill the tile_m 256 consumer,
 // and loading the second chunk's from global memory between the two
 // chunks exposed that load's latency once per tile (row_scale 1.08x store
-// on Qwen3-30B-A3B down, tile_m 256; level where a tile is one chunk). So
-// each consumer thread loads one token's weight when the tile starts
-// (token 128 cw + tid of warpgroup cw), the epilogue writes them to the
-// tile's row-scales region in shared memory (1 KB, static, shared by the
-// warpgroups, between two barriers of all consumer threads), and each chunk
-// fills the shuffle registers from there. (Reading a chunk's weights from
-// the region by 16-byte loads instead of shuffles spilled the consumer.)
+// on Qwen3-30B-A3B down, tile_m 256; level where a tile is one chunk).
+// There the row-scale loader (warp 2 of warpgroup 0, idle without gather,
+// which tile_m 256 never has) writes each active tile's weights, times
+// alpha, into the tile's row-scales region in shared memory (1 KB, static)
+// while the consumers run its mainloop, and each chunk fills the shuffle
+// registers from there. Two mbarriers hand the region over: `full` (the
+// loader's 32 lanes, once written) and `empty` (every consumer thread, once
+// it has read its last chunk's weights), so no barrier joins the two
+// consumer warpgroups. (Reading a chunk's weights from the region by
+// 16-byte loads instead of shuffles spilled the consumer.)
 #pragma once
 #include "params.h"
+#include "../blocks/tile_handoff.h"
+#include "../instr/mbarrier.h"
 #include "../instr/shuffle.h"
 
 namespace ggemm::sm90 {
@@ -46,36 +51,18 @@ struct RowScalesSm90 {
   static constexpr bool kShared = Chunks > 1;
   static_assert(!kShared || (Tokens == 128 && Chunks == 2), "tile_m 256: a consumer thread's tokens per chunk");
   float r[2 * kRounds];  // the current chunk's, for the shuffles
-  float own;             // kShared: the weight of token 128 cw + tid
 
-  // When the tile starts: each weight of the first chunk into r, or
-  // (kShared) this thread's token of chunk cw into own; alpha joins them in
-  // the epilogue (apply_alpha, publish). Tokens past the tile's rows (and
-  // the lanes past a narrow tile's octets) hold 0: their outputs are never
-  // stored. cw: this warpgroup; tid: the thread's index in its warpgroup.
-  GGEMM_DEVICE void load(const GroupedGemmParams &p, uint32_t row0, uint32_t rows, uint32_t cw, uint32_t tid) {
-    if constexpr (kShared) {
-      own = weight(p, row0, rows, Tokens * cw + tid);
-    } else {
-      const uint32_t lane = tid % 32, a = lane / 4, q = lane % 4;
+  // One chunk (not kShared), when the tile starts: each weight of the chunk
+  // into r; alpha joins them in the epilogue (apply_alpha). Tokens past the
+  // tile's rows (and the lanes past a narrow tile's octets) hold 0: their
+  // outputs are never stored. tid: the thread's index in its warpgroup.
+  GGEMM_DEVICE void load(const GroupedGemmParams &p, uint32_t row0, uint32_t rows, uint32_t tid) {
+    static_assert(!kShared, "two chunks: the row-scale loader writes the region");
+    const uint32_t lane = tid % 32, a = lane / 4, q = lane % 4;
 #pragma unroll
-      for (int i = 0; i < kRounds; ++i)
+    for (int i = 0; i < kRounds; ++i)
 #pragma unroll
-        for (int odd = 0; odd < 2; ++odd) r[2 * i + odd] = weight(p, row0, rows, 8 * (a + kOctetsPerRound * i) + 2 * q + odd);
-    }
-  }
-
-  // kShared, when the epilogue starts: the tile's weights into the region
-  // (Chunks * Tokens floats), chunk c by warpgroup c. With one multiplying
-  // warpgroup, it loads the second chunk's here (a latency per tile that
-  // only tile_m 256 with narrow tiles pays). Between two barriers of every
-  // consumer thread (the caller's): the first says that no thread still
-  // reads the previous tile's weights, the second that every weight is in
-  // place.
-  GGEMM_DEVICE void publish(const GroupedGemmParams &p, uint32_t row0, uint32_t rows, float *region, uint32_t cw,
-                            uint32_t consumers, uint32_t tid) const {
-    region[Tokens * cw + tid] = p.alpha * own;
-    if (consumers == 1) region[Tokens + tid] = p.alpha * weight(p, row0, rows, Tokens + tid);
+      for (int odd = 0; odd < 2; ++odd) r[2 * i + odd] = weight(p, row0, rows, 8 * (a + kOctetsPerRound * i) + 2 * q + odd);
   }
 
   // One chunk (not kShared), when the epilogue starts: alpha times each
@@ -107,6 +94,53 @@ struct RowScalesSm90 {
   // unrolling.
   GGEMM_DEVICE float get(int j, int odd) const {
     return ptx::shfl_idx_keep_lane_bits<3>(r[2 * (j / kOctetsPerRound) + odd], 4 * (j % kOctetsPerRound));
+  }
+};
+
+// kShared: the region's two barriers (static shared memory beside it,
+// sm90_row_scales_bytes).
+struct RowScalesBarriers {
+  uint64_t full, empty;
+};
+
+// The row-scale loader: warp 2 of warpgroup 0 in kernels whose tiles are
+// two epilogue chunks, when the epilogue is row_scale. For each active tile
+// handed off, once every consumer thread has read the previous tile's
+// weights: the tile's TileM weights times alpha (0 past its rows) into the
+// region, then an arrival of each lane on `full`. The consumers wait on
+// `full` when their epilogue starts (the weights were written during the
+// mainloop) and arrive on `empty` after their last chunk's weights.
+template <int TileM>
+struct RowScaleLoaderSm90 {
+  static constexpr int kPerLane = TileM / 32;
+
+  GGEMM_DEVICE static void run(const GroupedGemmParams &p, uint8_t *handoff_region, float *region,
+                               RowScalesBarriers *bars) {
+    const uint32_t lane = threadIdx.x % 32;
+    TileHandoff handoff;
+    uint32_t loaded = 0;  // active tiles whose weights this warp wrote
+    for (;;) {
+      const TileSlot &slot = handoff.wait(handoff_region);
+      const uint32_t rows = slot.tile.rows, row0 = slot.tile.row0;
+      const bool active = slot.tile.expert >= 0;
+      __syncwarp();
+      if (rows == 0) break;  // the end
+      if (lane == 0) handoff.release(handoff_region);
+      else handoff.skip();
+      if (!active) continue;  // its epilogue stages zeros and reads no weight
+      float w[kPerLane];
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const uint32_t token = lane + 32 * i;
+        w[i] = token < rows ? __ldg(&p.row_scale[row0 + token]) : 0.f;
+      }
+      // A fresh barrier's "previous phase" (parity 1) counts as complete.
+      ptx::mbarrier_wait_parity(&bars->empty, (loaded & 1) ^ 1);
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) region[lane + 32 * i] = p.alpha * w[i];
+      ptx::mbarrier_arrive(&bars->full);  // release: this lane's writes
+      ++loaded;
+    }
   }
 };
 

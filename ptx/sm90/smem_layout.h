@@ -93,12 +93,12 @@ GGEMM_HOST_DEVICE constexpr SmemLayout make_smem_layout(uint32_t tile_m, uint32_
 // Static shared memory of an sm_90a kernel, beside the dynamic layout: the
 // tile handoff (ptx/blocks/tile_handoff.h) and, where a tile is more than
 // one epilogue chunk (tile_m 256), the row-scale epilogue's weights of a
-// tile, a float per token (row_scales.h). Both are addressed by immediates
-// so that no register holds their addresses (the consumers at tile_m 256
-// have none to spare). They count against the opt-in limit with the
-// dynamic bytes.
+// tile, a float per token, and their two barriers (row_scales.h). Both are
+// addressed by immediates so that no register holds their addresses (the
+// consumers at tile_m 256 have none to spare). They count against the
+// opt-in limit with the dynamic bytes.
 GGEMM_HOST_DEVICE constexpr uint32_t sm90_row_scales_bytes(uint32_t tile_m) {
-  return tile_m > sm90_epilogue_stage_tokens(tile_m) ? tile_m * 4 : 0;
+  return tile_m > sm90_epilogue_stage_tokens(tile_m) ? tile_m * 4 + 16 : 0;
 }
 GGEMM_HOST_DEVICE constexpr uint32_t static_smem_bytes(uint32_t tile_m) {
   return kTileHandoffBytes + sm90_row_scales_bytes(tile_m);
