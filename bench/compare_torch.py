@@ -19,12 +19,18 @@ against torch's. Prints one table per mode and data, with ggemm's speed-up
 also show the weight-read floor (the routed experts' weights at the copy
 bandwidth measured here).
 
-With --dense, each row whose groups are all full (the prefill rows) also
-times one dense cuBLAS GEMM of the same FLOPs and data (torch.mm of the M
-rows by one expert's [N, K] weights, as x @ w.T): the best-tuned kernel on
-the chip with no group edges and one expert's weights, an easier problem
-than the grouped one. torch._grouped_mm's time over it is about the most
-any grouped kernel can gain over torch._grouped_mm on that row.
+With --dense, each row also times a dense cuBLAS call beside it:
+  prefill rows (M >= 128 x experts): one dense GEMM of the same FLOPs and
+    data (torch.mm of the M rows by one expert's [N, K]
+    weights, as x @ w.T): the best-tuned kernel on the chip with no group
+    edges and one expert's weights, an easier problem than the grouped
+    one; torch._grouped_mm's time over it is about the most any grouped
+    kernel can gain over torch._grouped_mm there.
+  decode rows (at most 16 rows an expert): one batched GEMM (torch.bmm)
+    of the routed experts' weights, copied into one [E_used, N, K] tensor,
+    by [E_used, K, r] activations (r = the most rows an expert has): the
+    same weight bytes read by cuBLAS's batched kernel with no empty groups
+    to walk, a practical floor beside the copy-bandwidth one.
 """
 import argparse
 import json
@@ -120,6 +126,7 @@ class Problem:
         self.out = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
         self.routed_experts = sum(1 for c in counts if c)
         self.flops = 2.0 * m * n * k
+        self.counts = counts
 
     def ggemm(self):
         ggemm.grouped_matmul(self.x, self.w, self.out, self.a_offsets, self.ids, self.usage,
@@ -129,9 +136,17 @@ class Problem:
     def torch(self):
         return torch._grouped_mm(self.x, self.w.transpose(-2, -1), offs=self.offs)
 
-    def dense(self):
-        """The same FLOPs as one dense GEMM: every row times expert 0's weights."""
-        return torch.mm(self.x, self.w[0].transpose(0, 1), out=self.out)
+    def dense_call(self):
+        """The dense cuBLAS call beside this row (the module docstring's --dense)."""
+        if self.m >= 128 * self.experts:  # prefill: the same FLOPs as one dense GEMM, expert 0's weights
+            return lambda: torch.mm(self.x, self.w[0].transpose(0, 1), out=self.out)
+        if max(self.counts) > 16:
+            return None
+        used = [e for e, c in enumerate(self.counts) if c]
+        w_used = self.w[used].contiguous()  # the routed experts' weights, [E_used, N, K]
+        x_used = torch.ones(len(used), self.k, max(self.counts), device=DEV, dtype=torch.bfloat16)
+        out = torch.empty(len(used), self.n, max(self.counts), device=DEV, dtype=torch.bfloat16)
+        return lambda: torch.bmm(w_used, x_used, out=out)
 
 
 class L2Flush:
@@ -211,7 +226,7 @@ def main():
     ap.add_argument("--rows", default=".", help="regex over the row names")
     ap.add_argument("--json", help="write every measurement here")
     ap.add_argument("--dense", action="store_true",
-                    help="also time a dense cuBLAS GEMM of the same FLOPs (rows with M >= 128 x experts)")
+                    help="also time a dense cuBLAS call beside each row (see above)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     flush = L2Flush()
@@ -237,11 +252,13 @@ def main():
                 raise SystemExit(f"{name} ({data}): ggemm differs from torch._grouped_mm by {err} (max |torch| {scale})")
             row = {"row": name, "data": data, "experts": experts, "m": p.m, "n": n, "k": k,
                    "routed_experts": p.routed_experts}
+            dense = p.dense_call() if args.dense else None
             for mode, timer in (("cold", lambda f: cold_us(f, flush)), ("sustained", sustained_us)):
                 row[f"ggemm_{mode}_us"] = timer(p.ggemm)
                 row[f"torch_{mode}_us"] = timer(p.torch)
-                if args.dense and p.m >= 128 * experts:
-                    row[f"dense_{mode}_us"] = timer(p.dense)
+                if dense:
+                    row[f"dense_{mode}_us"] = timer(dense)
+            del dense
             # The weights the routed experts must read, at the copy bandwidth's read half.
             row["weight_floor_us"] = p.routed_experts * n * k * 2 / bandwidth * 1e6
             results.append(row)

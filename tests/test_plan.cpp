@@ -131,10 +131,11 @@ uint64_t bytes_for(uint64_t stages, uint64_t tile_m, uint64_t swizzle, uint64_t 
 // static shared memory (ptx/blocks/tile_handoff.h): 8 slots of a full and an empty
 // barrier (8 bytes each) and a 32-byte tile; a kernel whose tile is two
 // epilogue chunks (tile_m 256) also has the row-scale epilogue's weights of a
-// tile, a float per token (ptx/sm90/row_scales.h). All count against the
-// opt-in limit.
+// tile, a float per token, and the full and empty barriers that hand them
+// from the row-scale loader to the consumers (ptx/sm90/row_scales.h). All
+// count against the opt-in limit.
 constexpr uint64_t kHandoffBytes = 8 * (2 * 8 + 32);
-uint64_t sm90_static_bytes(uint64_t tile_m) { return kHandoffBytes + (tile_m > 128 ? tile_m * 4 : 0); }
+uint64_t sm90_static_bytes(uint64_t tile_m) { return kHandoffBytes + (tile_m > 128 ? tile_m * 4 + 2 * 8 : 0); }
 
 uint32_t expected_stages(uint32_t tile_m, uint32_t swizzle, uint32_t out_bytes, uint32_t smem, uint32_t buffers = 1,
                          uint32_t k_slices = 1, uint32_t box_rows = 128) {

@@ -147,8 +147,11 @@ struct EpilogueSm90 {
       masked_stores(p, tid, staging, rows, cols, col0, row0, crosses, view);
     }
     if constexpr (RowScales::kShared) {
-      if (scaled) {  // this thread has read its last chunk's weights
-        ptx::mbarrier_arrive(&Cfg::row_scales_barriers()->empty);
+      if (scaled) {
+        // Every lane of the warp has its last chunk's weights in registers
+        // (the shuffles consumed them): one arrival for the warp.
+        __syncwarp();
+        if (lane == 0) ptx::mbarrier_arrive(&Cfg::row_scales_barriers()->empty);
         ++scaled_tiles;
       }
     }

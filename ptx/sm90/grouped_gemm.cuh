@@ -218,7 +218,7 @@ struct GroupedGemmSm90 {
       if constexpr (Cfg::kRowScalesShared) {
         if (Cfg::loads_row_scales(p)) {
           ptx::mbarrier_init(&Cfg::row_scales_barriers()->full, 32);                       // the loader's lanes
-          ptx::mbarrier_init(&Cfg::row_scales_barriers()->empty, Cfg::consumers(p) * 128);  // every consumer thread
+          ptx::mbarrier_init(&Cfg::row_scales_barriers()->empty, Cfg::consumers(p) * 4);  // every consumer warp
         }
       }
       // Who reads each handed-off tile: the producer thread, every consumer

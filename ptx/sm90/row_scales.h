@@ -29,8 +29,8 @@
 // alpha, into the tile's row-scales region in shared memory (1 KB, static)
 // while the consumers run its mainloop, and each chunk fills the shuffle
 // registers from there. Two mbarriers hand the region over: `full` (the
-// loader's 32 lanes, once written) and `empty` (every consumer thread, once
-// it has read its last chunk's weights), so no barrier joins the two
+// loader's 32 lanes, once written) and `empty` (every consumer warp, once
+// its lanes have read their last chunk's weights), so no barrier joins the two
 // consumer warpgroups. (Reading a chunk's weights from the region by
 // 16-byte loads instead of shuffles spilled the consumer.)
 #pragma once
@@ -105,11 +105,12 @@ struct RowScalesBarriers {
 
 // The row-scale loader: warp 2 of warpgroup 0 in kernels whose tiles are
 // two epilogue chunks, when the epilogue is row_scale. For each active tile
-// handed off, once every consumer thread has read the previous tile's
+// handed off, once every consumer warp has read the previous tile's
 // weights: the tile's TileM weights times alpha (0 past its rows) into the
 // region, then an arrival of each lane on `full`. The consumers wait on
 // `full` when their epilogue starts (the weights were written during the
-// mainloop) and arrive on `empty` after their last chunk's weights.
+// mainloop) and each of their warps arrives on `empty` after its last
+// chunk's weights.
 template <int TileM>
 struct RowScaleLoaderSm90 {
   static constexpr int kPerLane = TileM / 32;
