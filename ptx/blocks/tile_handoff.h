@@ -10,13 +10,15 @@
 // its lane 0 publishing each tile (inactive ones too: their consumers write
 // zeros) into a ring of kTileSlots slots, up
 // to kTileSlots ahead of the slowest receiver, and a slot holding rows = 0
-// ends the sequence. The producer and the consumers read a slot at
+// ends the sequence. The producer, the consumers and the loader warps
+// (sm_90a's gather loader or row-scale loader) read a slot at
 // shared-memory latency.
 //
 // Each slot has a full barrier (1 arrival: the walker, after writing the
 // slot; its release orders the writes before the receivers' acquire in the
-// wait) and an empty barrier (one arrival per receiving thread, after its
-// last read, before the walker may overwrite the slot).
+// wait) and an empty barrier (one arrival per receiving thread, or per
+// loader warp, after its last read, before the walker may overwrite the
+// slot).
 #pragma once
 #include <cstdint>
 
@@ -73,7 +75,8 @@ class TileHandoff {
     publish(region, end, 0);
   }
 
-  // Receiver (the producer thread, every consumer thread): the next slot,
+  // Receiver (the producer thread, every consumer thread, a loader warp's
+  // lanes): the next slot,
   // once published; tile.rows == 0 there is the end. The slot stays valid
   // until release(): a consumer reads its fields where it needs them instead
   // of holding seven registers through the tile.
@@ -88,7 +91,8 @@ class TileHandoff {
   }
 
   // A thread of a receiving warp whose one lane releases for the warp
-  // (sm90 GatherLoaderSm90): moves on without an arrival.
+  // (sm_90a's GatherLoaderSm90, RowScaleLoaderSm90): moves on without an
+  // arrival.
   GGEMM_DEVICE void skip() { ++count_; }
 
   // Receiver that copies the tile and frees its slot at once: the next tile

@@ -82,7 +82,7 @@ struct EpilogueSm90 {
     // written them (times alpha) into shared memory (row_scales.h).
     const bool scaled = active && scale && !swiglu;
     if (scaled) {
-      if constexpr (RowScales::kShared) {
+      if constexpr (Cfg::kRowScalesShared) {
         ptx::mbarrier_wait_parity(&Cfg::row_scales_barriers()->full, scaled_tiles & 1);
       } else {
         scales.apply_alpha(p);
@@ -146,7 +146,7 @@ struct EpilogueSm90 {
       }
       masked_stores(p, tid, staging, rows, cols, col0, row0, crosses, view);
     }
-    if constexpr (RowScales::kShared) {
+    if constexpr (Cfg::kRowScalesShared) {  // (not RowScales::kShared: SwiGLU-only kernels have no loader)
       if (scaled) {
         // Every lane of the warp has its last chunk's weights in registers
         // (the shuffles consumed them): one arrival for the warp.

@@ -14,10 +14,11 @@
 // so the weight of octet j comes from lane 4 (j % 8) + q, register
 // 2 (j / 8) + odd: a register index fixed at compile time and a source lane
 // whose high bits are a constant and low bits the caller's, one shuffle with
-// immediate operands (ptx::shfl_idx_keep_lane_bits). alpha joins each
-// weight when the epilogue starts (not at the load, which would then be
-// waited for at the tile's start), so the epilogue multiplies each output
-// once, as the store epilogue does.
+// immediate operands (ptx::shfl_idx_keep_lane_bits). Each weight holds
+// alpha times the routing weight, so the epilogue multiplies each output
+// once, as the store epilogue does: in a one-chunk tile alpha joins when
+// the epilogue starts (not at the load, which would then be waited for at
+// the tile's start); in a two-chunk tile the loader warp multiplies.
 //
 // Tiles of two chunks (tile_m 256) hold no weights in registers through
 // the mainloop: another chunk's four would spill the tile_m 256 consumer,
