@@ -90,10 +90,20 @@ class TileHandoff {
     ++count_;
   }
 
-  // A thread of a receiving warp whose one lane releases for the warp
-  // (sm_90a's GatherLoaderSm90, RowScaleLoaderSm90): moves on without an
-  // arrival.
-  GGEMM_DEVICE void skip() { ++count_; }
+  // Receiving warp (sm_90a's GatherLoaderSm90 and RowScaleLoaderSm90,
+  // sm_100a's gather producer; every lane calls it, lane 0 releases for the
+  // warp): the next tile, copied, or false at the end.
+  GGEMM_DEVICE bool take_warp(uint8_t *region, GroupedTile *t) {
+    *t = wait(region).tile;
+    __syncwarp();  // every lane has read the slot before lane 0 frees it
+    if (t->rows == 0) return false;  // the end: never reused, nothing to release
+    if (threadIdx.x % 32 == 0) {
+      release(region);
+    } else {
+      ++count_;
+    }
+    return true;
+  }
 
   // Receiver that copies the tile and frees its slot at once: the next tile
   // and its index, or false at the end.

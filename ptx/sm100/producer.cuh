@@ -149,16 +149,8 @@ struct ProducerSm100 {
     const uint32_t w_bytes = weights_bytes(p, layout);
     TileHandoff handoff;
     RingPosition pipe;
-    for (;;) {
-      const TileSlot &slot = handoff.wait(Cfg::handoff_region());
-      const GroupedTile tile = slot.tile;
-      __syncwarp();  // every lane has read the slot before lane 0 frees it
-      if (tile.rows == 0) break;  // the end
-      if (lane == 0) {
-        handoff.release(Cfg::handoff_region());
-      } else {
-        handoff.skip();
-      }
+    GroupedTile tile;
+    while (handoff.take_warp(Cfg::handoff_region(), &tile)) {
       if (tile.expert < 0) continue;  // inactive group: nothing to load
       const uint32_t rows = min(tile.rows, uint32_t(Cfg::kTileM));
       const uint32_t quads = (rows + 3) / 4;

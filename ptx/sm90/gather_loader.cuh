@@ -38,15 +38,10 @@ struct GatherLoaderSm90 {
     const uint32_t k_iters = k_stages(p.k, p.swizzle_bytes / 2, 1);
     TileHandoff handoff;
     RingPosition pipe;
-    for (;;) {
-      const TileSlot &slot = handoff.wait(Cfg::handoff_region());
-      const uint32_t rows = min(slot.tile.rows, uint32_t(Cfg::kTileM)), row0 = slot.tile.row0;
-      const bool active = slot.tile.expert >= 0;
-      __syncwarp();
-      if (rows == 0) break;  // the end
-      if (lane == 0) handoff.release(Cfg::handoff_region());
-      else handoff.skip();
-      if (!active) continue;  // the producer loads nothing for it either
+    GroupedTile tile;
+    while (handoff.take_warp(Cfg::handoff_region(), &tile)) {
+      if (tile.expert < 0) continue;  // the producer loads nothing for it either
+      const uint32_t rows = min(tile.rows, uint32_t(Cfg::kTileM)), row0 = tile.row0;
       int32_t source[kRowsPerLane];
 #pragma unroll
       for (int i = 0; i < kRowsPerLane; ++i) {

@@ -121,20 +121,14 @@ struct RowScaleLoaderSm90 {
     const uint32_t lane = threadIdx.x % 32;
     TileHandoff handoff;
     uint32_t loaded = 0;  // active tiles whose weights this warp wrote
-    for (;;) {
-      const TileSlot &slot = handoff.wait(handoff_region);
-      const uint32_t rows = slot.tile.rows, row0 = slot.tile.row0;
-      const bool active = slot.tile.expert >= 0;
-      __syncwarp();
-      if (rows == 0) break;  // the end
-      if (lane == 0) handoff.release(handoff_region);
-      else handoff.skip();
-      if (!active) continue;  // its epilogue stages zeros and reads no weight
+    GroupedTile tile;
+    while (handoff.take_warp(handoff_region, &tile)) {
+      if (tile.expert < 0) continue;  // its epilogue stages zeros and reads no weight
       float w[kPerLane];
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
         const uint32_t token = lane + 32 * i;
-        w[i] = token < rows ? __ldg(&p.row_scale[row0 + token]) : 0.f;
+        w[i] = token < tile.rows ? __ldg(&p.row_scale[tile.row0 + token]) : 0.f;
       }
       // A fresh barrier's "previous phase" (parity 1) counts as complete.
       ptx::mbarrier_wait_parity(&bars->empty, (loaded & 1) ^ 1);
