@@ -11,6 +11,7 @@
 #include "../blocks/tile_handoff.h"
 #include "../blocks/tile_scheduler.h"
 #include "../blocks/out_convert.h"
+#include "../blocks/swiglu.h"
 #include "../instr/cluster.h"
 #include "../instr/mbarrier.h"
 #include "../instr/sm100/tcgen05.h"
@@ -228,11 +229,6 @@ struct EpilogueSm100 {
       }
     }
   }
-
-  // silu(gate) * up, in fp32, as the sm_90a epilogue computes it
-  // (__fdividef: IEEE division calls a slow path; past gate -87 it returns
-  // 0 where silu is below 1e-36).
-  GGEMM_DEVICE static float swiglu(float gate, float up) { return __fdividef(gate, 1.f + __expf(-gate)) * up; }
 
   // An inactive group's rows: zeros in this thread's column (SwiGLU: the
   // gate lane's feature of C [M, N/2]).

@@ -9,6 +9,7 @@
 #pragma once
 #include "params.h"
 #include "../blocks/out_convert.h"
+#include "../blocks/swiglu.h"
 #include "../blocks/tile_scheduler.h"
 #include "../instr/barrier.h"
 #include "../instr/cvta.h"
@@ -257,11 +258,6 @@ struct EpilogueSm90 {
     }
     }
   }
-
-  // silu(gate) * up, in fp32.
-  // (__fdividef: IEEE division calls a slow path that spills; past gate
-  // -87 it returns 0 where silu is below 1e-36.)
-  GGEMM_DEVICE static float swiglu(float gate, float up) { return __fdividef(gate, 1.f + __expf(-gate)) * up; }
 
   // An inactive tile's chunk: zeros in every byte of this warpgroup's
   // staging buffer (the swizzle does not matter for zeros).
