@@ -28,6 +28,9 @@ constexpr bool kKMajor_kmajor = true, kKMajor_mnmajor = false;
 #define GGEMM_SM90_SWIGLU_ENTRY(E, EN, O, ON, TM)                                                    \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM)), Arch::kSm90a,                \
               KernelFamily::kPersistentSwiglu, kDtype_##EN, kDtype_##ON, true, TM, 1},
+#define GGEMM_SM90_DECODE_GEMV_ENTRY(E, EN, O, ON, TM)                                            \
+  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM)), Arch::kSm90a,         \
+              KernelFamily::kDecodeGemv, kDtype_##EN, kDtype_##ON, true, TM, 1},
 #define GGEMM_SM100_ENTRY(E, EN, O, ON, L, LN, TM, CG, SUF)                                                  \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM100_KERNEL_NAME(EN, ON, LN, TM, SUF)), Arch::kSm100a,                   \
               KernelFamily::kPersistent, kDtype_##EN, kDtype_##ON, kKMajor_##LN, TM, CG},
@@ -37,6 +40,7 @@ constexpr KernelEntry kEntries[] = {
     GGEMM_SM90_SHORT_K_KERNELS(GGEMM_SM90_SHORT_K_ENTRY)          //
     GGEMM_SM90_SHORT_K_SPLIT_KERNELS(GGEMM_SM90_SHORT_K_SPLIT_ENTRY)  //
     GGEMM_SM90_SWIGLU_KERNELS(GGEMM_SM90_SWIGLU_ENTRY)            //
+    GGEMM_SM90_DECODE_GEMV_KERNELS(GGEMM_SM90_DECODE_GEMV_ENTRY)  //
     GGEMM_SM100_KERNELS(GGEMM_SM100_ENTRY)                        //
 };
 

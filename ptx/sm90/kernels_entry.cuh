@@ -2,6 +2,7 @@
 // by one .cu per operand dtype (kernels_bf16.cu, kernels_fp16.cu), which are
 // compiled to device code only and embedded as fatbins in libggemm.
 #pragma once
+#include "decode_gemv.cuh"
 #include "grouped_gemm.cuh"
 #include "kernel_table.h"
 #include "short_k_gemm.cuh"
@@ -33,4 +34,12 @@
       GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
     static_assert(ggemm::sm90::kShortKSplit == 8, "the entry points' names say _split8");                       \
     ggemm::sm90::ShortKGroupedGemmSm90<E, O, TM, ggemm::sm90::kShortKSplit>::run(p);                             \
+  }
+
+// Decode GEMV kernels: up to kDecodeGemvMinBlocksPerSm CTAs an SM by registers.
+#define GGEMM_SM90_DEFINE_DECODE_GEMV_KERNEL(E, EN, O, ON, TM)                                                 \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kDecodeGemvThreads,                                 \
+                                               ggemm::sm90::kDecodeGemvMinBlocksPerSm)                            \
+      GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::Sm90GroupedParams p) {      \
+    ggemm::sm90::DecodeGemvSm90<E, O, TM>::run(p);                                                               \
   }

@@ -24,7 +24,7 @@
 // the persistent kernel it prefetches nothing at entry: a prefetch of the
 // routing arrays costs more than it hides here and the operands' L2
 // prefetch gains nothing; the routing arrays are loaded outright instead
-// (stage_routing). K-major weights only; K a multiple of 8 (the C ABI's
+// (stage_routing_table). K-major weights only; K a multiple of 8 (the C ABI's
 // rule).
 //
 // Split (KSplit = kShortKSplit): decode calls whose K is long (the LoRA shrink's
@@ -60,6 +60,79 @@
 #include "short_k_layout.h"
 
 namespace ggemm::sm90 {
+
+// A short-K (or decode GEMV, decode_gemv.cuh) CTA's walk problem, its
+// routing read from shared memory (the layout's tables; kShortKThreads
+// threads a CTA), in row blocks of tile_m rows. Every thread loads its share
+// of a_offsets and expert_ids beside the usage word, all in flight at once:
+// one memory trip, where walking global memory takes three dependent ones
+// (usage, then offsets, then ids). A table of the tiles themselves (two
+// CTA-wide scans at entry, then a binary search instead of the walk) gains
+// nothing over this and costs its scans when there are no groups. A call
+// with more groups than the table holds walks global memory. `row_blocks`: the
+// call's row blocks, at most: from the table, each thread its groups'
+// (group_row_blocks_bound; each group's end loaded in the same trip),
+// summed per warp beside the table, so the one barrier publishes them
+// too; without the table, from M and the group count.
+GGEMM_DEVICE GroupedProblem stage_routing_table(const Sm90GroupedParams &p, uint8_t *smem, const ShortKLayout &layout,
+                                              uint32_t tile_m, uint64_t *row_blocks) {
+  constexpr uint32_t kOffsetLoads = ceil_div(kShortKTableGroups + 1, kShortKThreads);
+  constexpr uint32_t kIdLoads = ceil_div(kShortKTableGroups, kShortKThreads);
+  const uint32_t n = p.num_groups;
+  const bool tabled = n <= kShortKTableGroups;
+  uint32_t offsets[kOffsetLoads];
+  uint32_t ends[kIdLoads];  // a_offsets[i + 1] for group i (the offsets' next element)
+  int32_t ids[kIdLoads];
+#pragma unroll
+  for (uint32_t j = 0; j < kOffsetLoads; ++j) {
+    const uint32_t i = threadIdx.x + j * kShortKThreads;
+    offsets[j] = tabled && i <= n && i != 0 ? p.a_offsets[i] : 0u;  // [0] is never read: group 0 starts at 0
+  }
+#pragma unroll
+  for (uint32_t j = 0; j < kIdLoads; ++j) {
+    const uint32_t i = threadIdx.x + j * kShortKThreads;
+    ids[j] = tabled && i < n ? p.expert_ids[i] : -1;
+    ends[j] = tabled && i < n ? p.a_offsets[i + 1] : 0u;
+  }
+  GroupedProblem problem = grouped_problem(p);  // the usage word, in the same trip
+  *row_blocks = uint64_t(ceil_div(p.m, tile_m)) + p.num_groups;  // each group's last block may be partial
+  if (!tabled) return problem;
+  uint32_t *offsets_table = reinterpret_cast<uint32_t *>(smem + layout.offsets_table_offset());
+  int32_t *ids_table = reinterpret_cast<int32_t *>(smem + layout.ids_table_offset());
+#pragma unroll
+  for (uint32_t j = 0; j < kOffsetLoads; ++j) {
+    const uint32_t i = threadIdx.x + j * kShortKThreads;
+    if (i <= n) offsets_table[i] = offsets[j];
+  }
+#pragma unroll
+  for (uint32_t j = 0; j < kIdLoads; ++j) {
+    const uint32_t i = threadIdx.x + j * kShortKThreads;
+    if (i < n) ids_table[i] = ids[j];
+  }
+  uint32_t mine = 0;
+#pragma unroll
+  for (uint32_t j = 0; j < kIdLoads; ++j) {
+    const uint32_t i = threadIdx.x + j * kShortKThreads;
+    if (i < problem.num_active) mine += group_row_blocks_bound(offsets[j], ends[j], p.m, tile_m);
+  }
+  const bool unbounded = __any_sync(0xFFFFFFFFu, mine > kShortKThreadRowBlocks);
+  const uint32_t warp_sum = __reduce_add_sync(0xFFFFFFFFu, unbounded ? 0u : mine);
+  uint32_t *warp_row_blocks = reinterpret_cast<uint32_t *>(smem + layout.warp_row_blocks_offset());
+  if (threadIdx.x % 32 == 0) warp_row_blocks[threadIdx.x / 32] = unbounded ? kShortKRowBlocksUnbounded : warp_sum;
+  __syncthreads();
+  uint64_t sum = 0;
+  bool any_unbounded = false;
+#pragma unroll
+  for (uint32_t w = 0; w < kShortKWarps; ++w) {
+    any_unbounded |= warp_row_blocks[w] == kShortKRowBlocksUnbounded;
+    sum += warp_row_blocks[w];
+  }
+  if (!any_unbounded) *row_blocks = sum;
+  problem.a_offsets = offsets_table;
+  problem.expert_ids = ids_table;
+  return problem;
+}
+
 
 // KSplit 1: each CTA a whole tile (K <= kShortKMaxK). KSplit kShortKSplit:
 // a cluster of that many CTAs a tile, each one slice of K (short_k_slice),
@@ -99,7 +172,7 @@ struct ShortKGroupedGemmSm90 {
     // memory), so no thread waits on another for its tile.
     // Split, the CTAs of a cluster (consecutive blocks) take the same tiles.
     uint64_t row_blocks;  // the call's row blocks, at most (exactly, for well-formed offsets)
-    GroupedTileScheduler sched(stage_routing(p, smem, layout, &row_blocks), TileM, kTileN);
+    GroupedTileScheduler sched(stage_routing_table(p, smem, layout, TileM, &row_blocks), TileM, kTileN);
     const uint32_t rank = KSplit > 1 ? ptx::cluster_ctarank() : 0;
     if constexpr (KSplit > 1) ptx::cluster_wait();
     GroupedTile tile;
@@ -116,77 +189,6 @@ struct ShortKGroupedGemmSm90 {
 
   GGEMM_DEVICE static uint64_t *split_barrier(uint8_t *smem, const ShortKLayout &layout, uint32_t which) {
     return reinterpret_cast<uint64_t *>(smem + layout.barriers_offset()) + which;
-  }
-
-  // The walk's problem, its routing read from shared memory. Every thread
-  // loads its share of a_offsets and expert_ids beside the usage word, all in
-  // flight at once: one memory trip, where walking global memory takes three
-  // dependent ones (usage, then offsets, then ids). A table of the tiles
-  // themselves (two CTA-wide scans at entry, then a binary search instead
-  // of the walk) gains nothing over this and costs its scans when there are
-  // no groups. A call with more
-  // groups than the table holds walks global memory. `row_blocks`: the
-  // call's row blocks, at most: from the table, each thread its groups'
-  // (group_row_blocks_bound; each group's end loaded in the same trip),
-  // summed per warp beside the table, so the one barrier publishes them
-  // too; without the table, from M and the group count.
-  GGEMM_DEVICE static GroupedProblem stage_routing(const Sm90GroupedParams &p, uint8_t *smem,
-                                                   const ShortKLayout &layout, uint64_t *row_blocks) {
-    constexpr uint32_t kOffsetLoads = ceil_div(kShortKTableGroups + 1, kShortKThreads);
-    constexpr uint32_t kIdLoads = ceil_div(kShortKTableGroups, kShortKThreads);
-    const uint32_t n = p.num_groups;
-    const bool tabled = n <= kShortKTableGroups;
-    uint32_t offsets[kOffsetLoads];
-    uint32_t ends[kIdLoads];  // a_offsets[i + 1] for group i (the offsets' next element)
-    int32_t ids[kIdLoads];
-#pragma unroll
-    for (uint32_t j = 0; j < kOffsetLoads; ++j) {
-      const uint32_t i = threadIdx.x + j * kShortKThreads;
-      offsets[j] = tabled && i <= n && i != 0 ? p.a_offsets[i] : 0u;  // [0] is never read: group 0 starts at 0
-    }
-#pragma unroll
-    for (uint32_t j = 0; j < kIdLoads; ++j) {
-      const uint32_t i = threadIdx.x + j * kShortKThreads;
-      ids[j] = tabled && i < n ? p.expert_ids[i] : -1;
-      ends[j] = tabled && i < n ? p.a_offsets[i + 1] : 0u;
-    }
-    GroupedProblem problem = grouped_problem(p);  // the usage word, in the same trip
-    *row_blocks = uint64_t(ceil_div(p.m, TileM)) + p.num_groups;  // each group's last block may be partial
-    if (!tabled) return problem;
-    uint32_t *offsets_table = reinterpret_cast<uint32_t *>(smem + layout.offsets_table_offset());
-    int32_t *ids_table = reinterpret_cast<int32_t *>(smem + layout.ids_table_offset());
-#pragma unroll
-    for (uint32_t j = 0; j < kOffsetLoads; ++j) {
-      const uint32_t i = threadIdx.x + j * kShortKThreads;
-      if (i <= n) offsets_table[i] = offsets[j];
-    }
-#pragma unroll
-    for (uint32_t j = 0; j < kIdLoads; ++j) {
-      const uint32_t i = threadIdx.x + j * kShortKThreads;
-      if (i < n) ids_table[i] = ids[j];
-    }
-    uint32_t mine = 0;
-#pragma unroll
-    for (uint32_t j = 0; j < kIdLoads; ++j) {
-      const uint32_t i = threadIdx.x + j * kShortKThreads;
-      if (i < problem.num_active) mine += group_row_blocks_bound(offsets[j], ends[j], p.m, TileM);
-    }
-    const bool unbounded = __any_sync(0xFFFFFFFFu, mine > kShortKThreadRowBlocks);
-    const uint32_t warp_sum = __reduce_add_sync(0xFFFFFFFFu, unbounded ? 0u : mine);
-    uint32_t *warp_row_blocks = reinterpret_cast<uint32_t *>(smem + layout.warp_row_blocks_offset());
-    if (threadIdx.x % 32 == 0) warp_row_blocks[threadIdx.x / 32] = unbounded ? kShortKRowBlocksUnbounded : warp_sum;
-    __syncthreads();
-    uint64_t sum = 0;
-    bool any_unbounded = false;
-#pragma unroll
-    for (uint32_t w = 0; w < kShortKWarps; ++w) {
-      any_unbounded |= warp_row_blocks[w] == kShortKRowBlocksUnbounded;
-      sum += warp_row_blocks[w];
-    }
-    if (!any_unbounded) *row_blocks = sum;
-    problem.a_offsets = offsets_table;
-    problem.expert_ids = ids_table;
-    return problem;
   }
 
   // The segment (output view) of tile column `col`: the tile's, or with

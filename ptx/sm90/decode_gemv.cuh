@@ -1,0 +1,256 @@
+// The decode GEMV: grouped GEMM calls whose groups hold a few rows (MoE
+// decode: one token routes one row to each of its top-k experts), where the
+// call is its weight reads. Measured beside cuBLAS (docs/performance.md,
+// "Bounds"): at one token cuBLAS's batched GEMV reads Qwen3-30B-A3B's routed
+// weights in 20.8 us for gate_up and down, the persistent kernel's 64-feature
+// wgmma tiles in 27.8. A GEMV streams each weight row with plain 16-byte
+// loads from many small CTAs, every load of a tile in flight at once, and
+// has no pipeline to fill or drain.
+//
+// Each CTA (four warps, several an SM) walks tiles of TileM rows x
+// kDecodeGemvTileN weight rows as the short-K kernel does (the routing
+// copied into shared memory in one trip, then GroupedTileScheduler from
+// blockIdx.x by gridDim.x). Per tile, each warp takes kDecodeGemvRows
+// weight rows by the tile's rows over the whole K: lane l reads elements
+// [8 l + 256 i, 8 l + 256 i + 8) of every weight row and token row (one
+// 16-byte load each; the weights past L1, the tokens through it, as every
+// warp and every tile of the group reads them), and accumulates their
+// products in fp32. A reduce-scatter over the lanes then leaves each sum in
+// one lane (warp_reduce_scatter), which writes its output: times alpha,
+// times the routing weight, plus the old output, or silu(gate) * up from
+// the gate and up rows the warp holds side by side; one rounding.
+//
+// Gather (a_row_index): token row m reads activation row a_row_index[m]
+// (zeros outside the activations, as TMA reads them; checked mode reports
+// it). SwiGLU: a tile of 2 * 16 weight-row columns of N = 2I is 16 outputs;
+// each warp multiplies 4 gate rows (o) and their 4 up rows (I + o). K-major
+// weights only; K a multiple of 8 (the C ABI's rule); no output splits and
+// no activation planes (the runtime plans it only then).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "decode_gemv_layout.h"
+#include "params.h"
+#include "short_k_gemm.cuh"
+
+namespace ggemm::sm90 {
+
+// A 16-byte load that leaves L1 to the tokens (every weight byte is read
+// once a tile).
+GGEMM_DEVICE uint4 load_streaming_16(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Sums V values (a power of two) over the warp's 32 lanes: each step (lane
+// bit Off, from 16 down) halves the N values a lane holds, keeping the half
+// its lane bit selects and adding the partner's copy of it; once one is
+// left, the remaining steps add it across the lanes. Lane l then holds in
+// v[0 .. V/32) the sums of value indices (l >> (5 - log2 V)) for V <= 32,
+// or V/32 * l + j for V > 32. (Recursive, so every count is a constant and
+// v stays in registers.)
+template <int N = 0, int Off = 16, int V>
+GGEMM_DEVICE void warp_reduce_scatter(float (&v)[V], uint32_t lane) {
+  constexpr int kHeld = N == 0 ? V : N;
+  if constexpr (Off >= 1) {
+    if constexpr (kHeld > 1) {
+      const bool upper = (lane & uint32_t(Off)) != 0;
+#pragma unroll
+      for (int i = 0; i < kHeld / 2; ++i) {
+        const float send = upper ? v[i] : v[i + kHeld / 2];
+        const float keep = upper ? v[i + kHeld / 2] : v[i];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, Off);
+      }
+      warp_reduce_scatter<kHeld / 2, Off / 2>(v, lane);
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], Off);
+      warp_reduce_scatter<1, Off / 2>(v, lane);
+    }
+  }
+}
+
+// The (f, t) value index a lane holds after warp_reduce_scatter over
+// kDecodeGemvRows x TileM values, j-th of its V / 32, and whether it is the
+// one lane of those holding the same sum that writes it.
+template <int TileM>
+struct GemvLaneValues {
+  static constexpr int kValues = int(kDecodeGemvRows) * TileM;
+  static constexpr int kLog2 = kValues >= 64 ? 6 : kValues >= 32 ? 5 : kValues >= 16 ? 4 : kValues >= 8 ? 3 : 2;
+  static constexpr int kPerLane = kValues > 32 ? kValues / 32 : 1;
+  GGEMM_DEVICE static uint32_t index(uint32_t lane, int j) {
+    if constexpr (kValues > 32) {
+      return uint32_t(kPerLane) * lane + uint32_t(j);
+    } else {
+      return lane >> (5 - kLog2);
+    }
+  }
+  GGEMM_DEVICE static bool writer(uint32_t lane) {
+    if constexpr (kValues >= 32) {
+      return true;
+    } else {
+      return (lane & ((1u << (5 - kLog2)) - 1)) == 0;
+    }
+  }
+};
+
+template <typename Elem>
+GGEMM_DEVICE float2 unpack_elem2(uint32_t v) {
+  if constexpr (std::is_same_v<Elem, __half>) {
+    return __half22float2(*reinterpret_cast<__half2 *>(&v));
+  } else {
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&v));
+  }
+}
+
+template <typename Elem, typename Out, int TileM>
+struct DecodeGemvSm90 {
+  static_assert(TileM == 1 || TileM == 2 || TileM == 4, "rows a tile: 1, 2 or 4 (kDecodeGemvMaxTileM)");
+  static constexpr int kRows = int(kDecodeGemvRows);
+  using Lanes = GemvLaneValues<TileM>;
+  // Loads in flight a lane per K step: two steps of 256 elements at a time
+  // while the tokens' loads are few.
+  static constexpr int kUnroll = TileM <= 2 ? 2 : 1;
+
+  GGEMM_DEVICE static void run(const Sm90GroupedParams &p) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    ptx::launch_dependent_grids();
+    ptx::wait_prior_grids();  // the stream's earlier kernels are done (ptx/instr/grid_dependency.h)
+    if (p.device_status && threadIdx.x < 32) {
+      if (blockIdx.x == 0) check_routing_warp(p);
+      if (p.a_row_index) check_gather_warp(p);
+    }
+    uint64_t row_blocks;
+    GroupedTileScheduler sched(stage_routing_table(p, smem, decode_gemv_layout(), TileM, &row_blocks), TileM,
+                               kDecodeGemvTileN);
+    const uint64_t tiles = row_blocks * sched.col_blocks();
+    GroupedTile tile;
+    for (uint64_t t = blockIdx.x; t < tiles && sched.next(t, &tile); t += gridDim.x) multiply_tile(p, tile);
+  }
+
+  // The activation row a tile row reads (its gather index, or the row
+  // itself), or -1 when there is none (past the tile's rows, or an index
+  // outside the activations).
+  GGEMM_DEVICE static int64_t token_source(const Sm90GroupedParams &p, const GroupedTile &tile, int t) {
+    if (uint32_t(t) >= tile.rows) return -1;
+    const uint32_t row = tile.row0 + uint32_t(t);
+    if (!p.a_row_index) return row;
+    const int32_t src = p.a_row_index[row];
+    return src >= 0 && uint32_t(src) < p.gather_rows ? int64_t(src) : -1;
+  }
+
+  GGEMM_DEVICE static void multiply_tile(const Sm90GroupedParams &p, const GroupedTile &tile) {
+    const bool active = tile.expert >= 0;
+    const uint32_t epilogue = p.epilogue;
+    if (!active && epilogue == kEpilogueAccumulate) return;  // C += 0
+    const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const bool swiglu = epilogue == kEpilogueSwiglu;
+    const uint32_t half_n = p.n / 2;
+    // This warp's weight rows: f < 8 of the tile's columns, or with SwiGLU
+    // gate rows o (f < 4) and up rows I + o (f >= 4) of outputs o.
+    const uint32_t out0 = swiglu ? tile.col0 / 2 + 4 * warp : tile.col0 + kRows * warp;
+    const uint32_t outs = swiglu ? tile.cols / 2 : tile.cols;  // valid outputs of the tile
+    const uint32_t out_base = swiglu ? tile.col0 / 2 : tile.col0;
+
+    float acc[kRows * TileM];
+#pragma unroll
+    for (int i = 0; i < kRows * TileM; ++i) acc[i] = 0.f;
+    if (active) {
+      // Weight rows f < 4 start at `lo`, rows f >= 4 at `hi` (the next four
+      // rows, or with SwiGLU the up rows I further), one row of K apart;
+      // `valid` of each half lie below the tile's outputs.
+      const Elem *lo = static_cast<const Elem *>(p.weights) + (size_t(tile.expert) * p.n + out0) * p.k;
+      const Elem *hi = lo + size_t(swiglu ? half_n : 4u) * p.k;
+      const uint32_t done = out0 - out_base;  // the tile's outputs before this warp's
+      const uint32_t valid_lo = outs > done ? min(outs - done, 4u) : 0u;
+      const uint32_t valid_hi = swiglu ? valid_lo : (outs > done + 4 ? min(outs - done - 4, 4u) : 0u);
+      // Token rows: their activation row's offset in elements, or -1.
+      int64_t x_row[TileM];
+#pragma unroll
+      for (int t = 0; t < TileM; ++t) {
+        const int64_t src = token_source(p, tile, t);
+        x_row[t] = src >= 0 ? src * int64_t(p.k) : -1;
+      }
+      const Elem *tokens = static_cast<const Elem *>(p.tokens);
+      for (uint32_t k0 = lane * 8; k0 < p.k; k0 += 256 * kUnroll) {
+        uint4 w[kUnroll][kRows];
+        uint4 x[kUnroll][TileM];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const uint32_t k = k0 + 256 * u;
+          const bool in_k = k < p.k;
+#pragma unroll
+          for (int f = 0; f < kRows; ++f) {
+            const bool valid = in_k && uint32_t(f % 4) < (f < 4 ? valid_lo : valid_hi);
+            const Elem *row = (f < 4 ? lo : hi) + size_t(f % 4) * p.k;
+            w[u][f] = valid ? load_streaming_16(row + k) : make_uint4(0, 0, 0, 0);
+          }
+#pragma unroll
+          for (int t = 0; t < TileM; ++t)
+            x[u][t] = in_k && x_row[t] >= 0 ? __ldg(reinterpret_cast<const uint4 *>(tokens + x_row[t] + k))
+                                            : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+          for (int t = 0; t < TileM; ++t) {
+            const uint32_t xs[4] = {x[u][t].x, x[u][t].y, x[u][t].z, x[u][t].w};
+            float2 xf[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) xf[q] = unpack_elem2<Elem>(xs[q]);
+#pragma unroll
+            for (int f = 0; f < kRows; ++f) {
+              const uint32_t ws[4] = {w[u][f].x, w[u][f].y, w[u][f].z, w[u][f].w};
+              float a = acc[f * TileM + t];
+#pragma unroll
+              for (int q = 0; q < 4; ++q) {
+                const float2 wf = unpack_elem2<Elem>(ws[q]);
+                a = fmaf(wf.x, xf[q].x, a);
+                a = fmaf(wf.y, xf[q].y, a);
+              }
+              acc[f * TileM + t] = a;
+            }
+          }
+      }
+    }
+    warp_reduce_scatter(acc, lane);
+
+    // Each sum's lane writes its output: (f, t) = (index / TileM, index % TileM).
+#pragma unroll
+    for (int j = 0; j < Lanes::kPerLane; ++j) {
+      const uint32_t idx = Lanes::index(lane, j);
+      const uint32_t f = idx / TileM, t = idx % TileM;
+      const float v = acc[j];
+      // SwiGLU: gate row f < 4's up value is row f + 4's, 4 TileM value
+      // indices on, which every layout of GemvLaneValues puts 16 lanes on.
+      const float up = __shfl_down_sync(0xffffffffu, v, 16);
+      if ((swiglu && f >= 4) || !Lanes::writer(lane)) continue;
+      const uint32_t o = out0 + f;
+      if (t >= tile.rows || o - out_base >= outs) continue;
+      const uint32_t row = tile.row0 + t;
+      float out = 0.f;  // an inactive group's rows are zeros
+      if (active) {
+        if (swiglu) {
+          out = silu(p.alpha * v) * (p.alpha * up);
+        } else {
+          out = v * (epilogue == kEpilogueRowScale ? p.alpha * p.row_scale[row] : p.alpha);
+        }
+      }
+      const OutputView &view = p.out[!swiglu && p.span_segments ? output_segment(p, o) : tile.segment];
+      Out *dst = reinterpret_cast<Out *>(view.base) + size_t(row) * view.ld + (o - view.col_offset);
+      if (epilogue == kEpilogueAccumulate) out += OutConvert<Out>::to(*dst);
+      *dst = OutConvert<Out>::from(out);
+    }
+  }
+
+  // As the persistent kernel's SwiGLU epilogue (epilogue.cuh): past gate -87
+  // it returns 0 where silu is below 1e-36.
+  GGEMM_DEVICE static float silu(float gate) { return __fdividef(gate, 1.f + __expf(-gate)); }
+};
+
+}  // namespace ggemm::sm90
