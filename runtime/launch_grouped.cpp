@@ -207,6 +207,9 @@ void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, con
                   "tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u consumers %u", k.tile_m,
                   k.tile_n, k.swizzle_bytes / 2, k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes,
                   k.staging_buffers, k.consumer_warpgroups);
+  } else if (k.family() == KernelFamily::kDecodeGemv) {
+    std::snprintf(config, sizeof config, "tile %ux%u, decode GEMV (weight rows by 16-byte loads), up to %u CTAs an SM",
+                  k.tile_m, k.tile_n, k.ctas_per_sm);
   } else {
     std::snprintf(config, sizeof config, "tile %ux%u, %s, no pipeline, up to %u CTAs an SM", k.tile_m, k.tile_n,
                   k.cluster_size > 1 ? "K split over the cluster, a slice a CTA" : "whole K", k.ctas_per_sm);

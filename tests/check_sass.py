@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Disassembles the kernel fatbins and checks every sm_90a kernel for its
-tensor-core instruction (HGMMA: wgmma; the short-K kernels HMMA: mma.sync)
-and for no local-memory traffic (LDL/STL: spills or stack arrays).
+tensor-core instruction (HGMMA: wgmma; the short-K kernels HMMA: mma.sync;
+the decode GEMV, which has none, its 16-byte weight loads past L1 and fp32
+FMAs) and for no local-memory traffic (LDL/STL: spills or stack arrays).
 
 Exit 0 = pass, 1 = fail, 77 = skipped (no cuobjdump; ctest reports SKIP).
 """
@@ -31,6 +32,10 @@ def main():
             if name.startswith("ggemm_sm90_short_k_"):
                 if not re.search(r"\bHMMA\.16816\.F32", body):
                     failures.append(f"{name}: no HMMA.16816.F32 (mma.sync m16n8k16) instruction")
+            elif name.startswith("ggemm_sm90_decode_gemv_"):
+                # fp32 FMAs on weight rows streamed past L1 by 16-byte loads.
+                if not re.search(r"\bLDG\.E\.NA\.128\b", body) or "FFMA" not in body:
+                    failures.append(f"{name}: no 16-byte weight loads or no FFMA")
             elif name.startswith("ggemm_sm90_") and "HGMMA" not in body:
                 failures.append(f"{name}: no HGMMA (wgmma) instruction")
             local = re.findall(r"\b(LDL|STL)(\.\S+)?\b", body)

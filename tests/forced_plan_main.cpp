@@ -3,7 +3,8 @@
 // on the calls the automatic rule gives the other. Linked with the library's
 // objects: the request is internal and libggemm.so does not export it.
 //
-//   ggemm_tests_forced_plan --sm90_short_k=never|where_possible [gtest flags]
+//   ggemm_tests_forced_plan [--sm90_short_k=never|where_possible]
+//                           [--sm90_decode_gemv=never|where_possible] [gtest flags]
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,28 +15,34 @@
 
 int main(int argc, char **argv) {
   testing::InitGoogleTest(&argc, argv);  // removes the gtest flags
-  const std::string flag = "--sm90_short_k=";
+  const std::string short_k = "--sm90_short_k=", decode_gemv = "--sm90_decode_gemv=";
   ggemm::PlanRequest request;
   bool given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg.rfind(flag, 0) != 0) {
+    const bool is_short_k = arg.rfind(short_k, 0) == 0, is_gemv = arg.rfind(decode_gemv, 0) == 0;
+    if (!is_short_k && !is_gemv) {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
     }
-    const std::string value = arg.substr(flag.size());
-    if (value == "never") {
-      request.sm90_short_k = ggemm::PlanRequest::Sm90ShortK::kNever;
-    } else if (value == "where_possible") {
-      request.sm90_short_k = ggemm::PlanRequest::Sm90ShortK::kWherePossible;
-    } else {
-      std::fprintf(stderr, "--sm90_short_k=%s: expected never or where_possible\n", value.c_str());
+    const std::string value = arg.substr((is_short_k ? short_k : decode_gemv).size());
+    if (value != "never" && value != "where_possible") {
+      std::fprintf(stderr, "%s: expected never or where_possible\n", argv[i]);
       return 2;
+    }
+    const bool never = value == "never";
+    if (is_short_k) {
+      request.sm90_short_k =
+          never ? ggemm::PlanRequest::Sm90ShortK::kNever : ggemm::PlanRequest::Sm90ShortK::kWherePossible;
+    } else {
+      request.sm90_decode_gemv =
+          never ? ggemm::PlanRequest::Sm90DecodeGemv::kNever : ggemm::PlanRequest::Sm90DecodeGemv::kWherePossible;
     }
     given = true;
   }
   if (!given) {
-    std::fprintf(stderr, "usage: %s --sm90_short_k=never|where_possible [gtest flags]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --sm90_short_k=never|where_possible --sm90_decode_gemv=never|where_possible "
+                 "[gtest flags]\n", argv[0]);
     return 2;
   }
   ggemm::set_plan_request_for_testing(request);

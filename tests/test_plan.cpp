@@ -39,6 +39,7 @@ struct PlannedTile {
 // forces through the plan's test request (runtime/plan.h, PlanRequest).
 struct CallShape : GroupedShape {
   int short_k_request = 0;        // -1: never a short-K kernel; 1: wherever one can run
+  int decode_gemv_request = 0;    // -1: never the decode GEMV; 1: wherever it can run
   uint32_t k_slices_request = 0;  // sm_90a slices of K per stage; 0 = automatic
 };
 
@@ -47,6 +48,9 @@ PlanRequest request_of(const CallShape &s) {
   r.sm90_short_k = s.short_k_request < 0   ? PlanRequest::Sm90ShortK::kNever
                    : s.short_k_request > 0 ? PlanRequest::Sm90ShortK::kWherePossible
                                            : PlanRequest::Sm90ShortK::kAutomatic;
+  r.sm90_decode_gemv = s.decode_gemv_request < 0   ? PlanRequest::Sm90DecodeGemv::kNever
+                       : s.decode_gemv_request > 0 ? PlanRequest::Sm90DecodeGemv::kWherePossible
+                                                   : PlanRequest::Sm90DecodeGemv::kAutomatic;
   r.sm90_k_slices = s.k_slices_request;
   return r;
 }
@@ -59,12 +63,14 @@ ggemm_status take_plan(const StatusOr<KernelPlan> &plan, KernelPlan *out) {
   return GGEMM_STATUS_SUCCESS;
 }
 
-// The sm_90a persistent kernel's plan (short-K kernels ruled out).
+// The sm_90a persistent kernel's plan (short-K kernels and the decode GEMV
+// ruled out).
 ggemm_status sm90_persistent_plan(const DeviceProps &props, const CallShape &s, const ggemm_config *o,
                                   KernelPlan *out) {
   GGEMM_TRY(validate_config(o, Arch::kSm90a, props, s));
   PlanRequest r = request_of(s);
   r.sm90_short_k = PlanRequest::Sm90ShortK::kNever;
+  r.sm90_decode_gemv = PlanRequest::Sm90DecodeGemv::kNever;
   return take_plan(plan_sm90(props, s, o, r), out);
 }
 
@@ -1117,6 +1123,85 @@ TEST(Sm90ShortK, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
   EXPECT_EQ(table.size(), 18u);
 }
 
+// ---- the decode GEMV -----------------------------------------------------------
+
+// Torch-style decode: `tokens` tokens routed top-8 over 128 experts, every
+// expert's group listed; `max_rows` the caller's bound (0 = unknown: M).
+CallShape moe_decode(int64_t tokens, int64_t max_rows, int64_t n = 1536, int64_t k = 2048) {
+  CallShape s = shape(max_rows, k);
+  s.m = 8 * tokens;
+  s.n = n;
+  s.num_groups = 128;
+  return s;
+}
+
+uint32_t sm90_decode_gemv_tile(const DeviceProps &props, const CallShape &s, const ggemm_config *o) {
+  return sm90_tile_if(KernelFamily::kDecodeGemv, props, s, o);
+}
+
+TEST(Sm90DecodeGemv, TakesDecodeCallsWithTheTileOfTheirLargestGroup) {
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(1, 1), nullptr), 1u);
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(4, 2), nullptr), 2u);
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(4, 3), nullptr), 4u);
+  // Without the caller's bound a group is bounded by M: 8 at one token,
+  // tiles of 4 (a group of 8 would take two).
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 4u);
+  // The SwiGLU epilogue and gather on load run there too (the MoE layer's
+  // gate_up at one token).
+  CallShape gate_up = moe_decode(1, 8);
+  gate_up.epilogue = GGEMM_EPILOGUE_SWIGLU, gate_up.gather = true;
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), gate_up, nullptr), 4u);
+  CallShape down = moe_decode(1, 1, 2048, 768);
+  down.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), down, nullptr), 1u);
+}
+
+TEST(Sm90DecodeGemv, LeavesLargerGroupsAndWhatItCannotRunToTheOthers) {
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(2, 0), nullptr), 0u);   // 16 rows could be one group's
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(16, 9), nullptr), 0u);  // past kDecodeGemvMaxRows
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), shape(), nullptr), 0u);            // prefill
+  CallShape mn = moe_decode(1, 1);
+  mn.transpose_b = false;  // [E, K, N] weights: a row of N is not contiguous along K
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), mn, nullptr), 0u);
+  CallShape split = moe_decode(1, 1);
+  split.split0 = 512, split.split1 = 1024;
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), split, nullptr), 0u);
+  CallShape planes = split;
+  planes.a_planes = true;
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), planes, nullptr), 0u);
+  ggemm_config c = blank_config();
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(1, 1), &c), 0u);  // a config describes the persistent kernel
+  CallShape never = moe_decode(1, 1);
+  never.decode_gemv_request = -1;
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), never, nullptr), 0u);
+  // Forced (the GPU suite's third run), it takes any call it can run, in tiles of 4.
+  CallShape forced = shape();
+  forced.decode_gemv_request = 1;
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), forced, nullptr), 4u);
+}
+
+#define GGEMM_TEST_COLLECT_DECODE_GEMV_NAME(E, EN, O, ON, TM) \
+  names.insert("ggemm_sm90_decode_gemv_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_kmajor_m" GGEMM_TEST_STR(TM));
+
+TEST(Sm90DecodeGemv, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
+  std::set<std::string> table;
+  {
+    std::set<std::string> &names = table;
+    GGEMM_SM90_DECODE_GEMV_KERNELS(GGEMM_TEST_COLLECT_DECODE_GEMV_NAME)
+  }
+  expect_rule_and_table_agree(table, [](ggemm_dtype a, ggemm_dtype c, std::vector<std::string> *names) {
+    for (int64_t rows : {1, 2, 3, 4, 8}) {
+      CallShape s = moe_decode(1, rows);
+      s.a_dtype = a, s.c_dtype = c;
+      StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
+      ASSERT_TRUE(plan.ok());
+      ASSERT_EQ(plan->family(), KernelFamily::kDecodeGemv);
+      names->push_back(plan->kernel->name);
+    }
+  });
+  EXPECT_EQ(table.size(), 18u);
+}
+
 #define GGEMM_TEST_COLLECT_SHORT_K_SPLIT_NAME(E, EN, O, ON, TM)                                     \
   names.insert("ggemm_sm90_short_k_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_kmajor_m" GGEMM_TEST_STR(TM) \
                "_split8");
@@ -2027,9 +2112,10 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
     EXPECT_TRUE(names.insert(name).second) << name << " twice";
     ++per_family[{e.arch, e.family}];
     const bool sm90_persistent = e.family == KernelFamily::kPersistent || e.family == KernelFamily::kPersistentSwiglu;
-    const char *prefix = e.arch == Arch::kSm100a ? "ggemm_sm100_grouped_"
-                         : sm90_persistent        ? "ggemm_sm90_grouped_"
-                                                  : "ggemm_sm90_short_k_";
+    const char *prefix = e.arch == Arch::kSm100a                ? "ggemm_sm100_grouped_"
+                         : sm90_persistent                       ? "ggemm_sm90_grouped_"
+                         : e.family == KernelFamily::kDecodeGemv ? "ggemm_sm90_decode_gemv_"
+                                                                 : "ggemm_sm90_short_k_";
     EXPECT_EQ(e.family == KernelFamily::kPersistentSwiglu, name.size() > 7 && name.substr(name.size() - 7) == "_swiglu")
         << name;
     EXPECT_EQ(name.rfind(prefix, 0), 0u) << name;
@@ -2044,6 +2130,8 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortKSplit}]), 12);
   // SwiGLU-only: 2 operand x 2 16-bit output dtypes, tile_m 256.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistentSwiglu}]), 4);
+  // Decode GEMV: 2 operand x 3 output dtypes x tiles 1, 2, 4.
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kDecodeGemv}]), 18);
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kPersistent}]), 108);
 }
 
