@@ -200,17 +200,20 @@ void narrow_plan(KernelPlan *p, const GroupedShape &shape) {
 
 namespace {
 std::atomic<PlanRequest::Sm90ShortK> g_sm90_short_k{PlanRequest::Sm90ShortK::kAutomatic};
+std::atomic<PlanRequest::Sm90DecodeGemv> g_sm90_decode_gemv{PlanRequest::Sm90DecodeGemv::kAutomatic};
 std::atomic<uint32_t> g_sm90_k_slices{0};
 }  // namespace
 
 void set_plan_request_for_testing(const PlanRequest &request) {
   g_sm90_short_k.store(request.sm90_short_k, std::memory_order_relaxed);
+  g_sm90_decode_gemv.store(request.sm90_decode_gemv, std::memory_order_relaxed);
   g_sm90_k_slices.store(request.sm90_k_slices, std::memory_order_relaxed);
 }
 
 PlanRequest plan_request_for_testing() {
   PlanRequest r;
   r.sm90_short_k = g_sm90_short_k.load(std::memory_order_relaxed);
+  r.sm90_decode_gemv = g_sm90_decode_gemv.load(std::memory_order_relaxed);
   r.sm90_k_slices = g_sm90_k_slices.load(std::memory_order_relaxed);
   return r;
 }

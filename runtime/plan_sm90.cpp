@@ -108,19 +108,23 @@ StatusOr<KernelPlan> plan_short_k(const DeviceProps &props, const GroupedShape &
 
 using Sm90DecodeGemv = PlanRequest::Sm90DecodeGemv;
 
-// The decode GEMV's tile for this call, or 0 when it does not take it: the
-// smallest of 1, 2 and 4 rows holding the largest group as far as the
-// caller's bound tells. Groups of up to kDecodeGemvMaxRows rows: one token
-// routes a row to each of its top-k experts, and torch-style decode calls
-// (every expert listed, the rows-per-group bound unknown) bound a group by
-// M, 8 at one token of top-8. A group larger than the tile takes a tile per
-// tile_m rows, each reading the group's weights again.
+// The decode GEMV's tile for this call, or 0 when it does not take it.
+// Groups of up to kDecodeGemvMaxRows rows as far as the caller's bound
+// tells: one token routes a row to each of its top-k experts, and
+// torch-style decode calls and the MoE layer (the rows-per-group bound
+// unknown) bound a group by M, 8 at one token of top-8. The tile: the
+// smallest of 1, 2 and 4 rows holding that bound or twice the typical
+// group, whichever is less (at one token of top-8 over 128 experts the
+// typical group is 1 row: tiles of 2, not 4, whose four times the FMAs and
+// half the loads in flight would be spent on empty rows). A group larger
+// than the tile takes a tile per tile_m rows, each reading its weights again.
 uint32_t decode_gemv_filter(const GroupedShape &shape, const ggemm_config *config, Sm90DecodeGemv request) {
   if (request == Sm90DecodeGemv::kNever || config) return 0;  // a config describes the persistent kernel
   if (!shape.transpose_b) return 0;                            // K-major weights: rows stream along K
   if (shape.split0 != 0 || shape.split1 != 0 || shape.a_planes) return 0;  // one output view, one plane
-  const int64_t rows = max_rows_bound(shape);
-  if (request != Sm90DecodeGemv::kWherePossible && rows > int64_t(sm90::kDecodeGemvMaxRows)) return 0;
+  const int64_t max_rows = max_rows_bound(shape);
+  if (request != Sm90DecodeGemv::kWherePossible && max_rows > int64_t(sm90::kDecodeGemvMaxRows)) return 0;
+  const int64_t rows = std::min(max_rows, 2 * typical_rows(shape, max_rows));
   uint32_t tile_m = 1;
   while (tile_m < sm90::kDecodeGemvMaxTileM && rows > int64_t(tile_m)) tile_m *= 2;
   return tile_m;

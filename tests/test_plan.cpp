@@ -1142,15 +1142,22 @@ uint32_t sm90_decode_gemv_tile(const DeviceProps &props, const CallShape &s, con
 TEST(Sm90DecodeGemv, TakesDecodeCallsWithTheTileOfTheirLargestGroup) {
   EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(1, 1), nullptr), 1u);
   EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(4, 2), nullptr), 2u);
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(4, 3), nullptr), 4u);
-  // Without the caller's bound a group is bounded by M: 8 at one token,
-  // tiles of 4 (a group of 8 would take two).
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 4u);
+  // Past twice the typical group (1 row: 32 rows over 128 groups) the
+  // bound does not set the tile: a group of 3 takes two tiles of 2.
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(4, 3), nullptr), 2u);
+  // Without the caller's bound a group is bounded by M, 8 at one token:
+  // tiles of 2 (twice the typical group).
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 2u);
+  // Few groups, each of several rows (Mixtral-like: 8 experts, 32 rows):
+  // the bound, 4.
+  CallShape few = moe_decode(4, 4);
+  few.num_groups = 8;
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), few, nullptr), 4u);
   // The SwiGLU epilogue and gather on load run there too (the MoE layer's
   // gate_up at one token).
   CallShape gate_up = moe_decode(1, 8);
   gate_up.epilogue = GGEMM_EPILOGUE_SWIGLU, gate_up.gather = true;
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), gate_up, nullptr), 4u);
+  EXPECT_EQ(sm90_decode_gemv_tile(h200(), gate_up, nullptr), 2u);
   CallShape down = moe_decode(1, 1, 2048, 768);
   down.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
   EXPECT_EQ(sm90_decode_gemv_tile(h200(), down, nullptr), 1u);
@@ -1180,6 +1187,21 @@ TEST(Sm90DecodeGemv, LeavesLargerGroupsAndWhatItCannotRunToTheOthers) {
   EXPECT_EQ(sm90_decode_gemv_tile(h200(), forced, nullptr), 4u);
 }
 
+TEST(PlanRequest, TheProcessWideRequestCarriesEveryField) {
+  // The forced-plan GPU runs reach the plan through these two calls only.
+  const PlanRequest before = plan_request_for_testing();
+  PlanRequest r;
+  r.sm90_short_k = PlanRequest::Sm90ShortK::kNever;
+  r.sm90_decode_gemv = PlanRequest::Sm90DecodeGemv::kWherePossible;
+  r.sm90_k_slices = 2;
+  set_plan_request_for_testing(r);
+  const PlanRequest got = plan_request_for_testing();
+  set_plan_request_for_testing(before);
+  EXPECT_EQ(got.sm90_short_k, r.sm90_short_k);
+  EXPECT_EQ(got.sm90_decode_gemv, r.sm90_decode_gemv);
+  EXPECT_EQ(got.sm90_k_slices, r.sm90_k_slices);
+}
+
 #define GGEMM_TEST_COLLECT_DECODE_GEMV_NAME(E, EN, O, ON, TM) \
   names.insert("ggemm_sm90_decode_gemv_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_kmajor_m" GGEMM_TEST_STR(TM));
 
@@ -1191,7 +1213,9 @@ TEST(Sm90DecodeGemv, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
   }
   expect_rule_and_table_agree(table, [](ggemm_dtype a, ggemm_dtype c, std::vector<std::string> *names) {
     for (int64_t rows : {1, 2, 3, 4, 8}) {
-      CallShape s = moe_decode(1, rows);
+      // 8 rows over 128 groups (tiles of 1 and 2), then 32 over 8 (up to 4).
+      CallShape s = rows <= 2 ? moe_decode(1, rows) : moe_decode(4, rows);
+      if (rows > 2) s.num_groups = 8;
       s.a_dtype = a, s.c_dtype = c;
       StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
       ASSERT_TRUE(plan.ok());

@@ -177,7 +177,10 @@ struct DecodeGemvSm90 {
         x_row[t] = src >= 0 ? src * int64_t(p.k) : -1;
       }
       const Elem *tokens = static_cast<const Elem *>(p.tokens);
-      for (uint32_t k0 = lane * 8; k0 < p.k; k0 += 256 * kUnroll) {
+      // (A warp past the tile's last output, in a partial last tile, skips
+      // the loop: its sums stay zero and it stores nothing.)
+      const uint32_t k_end = valid_lo + valid_hi > 0 ? p.k : 0u;
+      for (uint32_t k0 = lane * 8; k0 < k_end; k0 += 256 * kUnroll) {
         uint4 w[kUnroll][kRows];
         uint4 x[kUnroll][TileM];
 #pragma unroll

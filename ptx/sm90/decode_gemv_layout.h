@@ -14,7 +14,7 @@ constexpr uint32_t kDecodeGemvTileN = 4 * kDecodeGemvRows;  // weight rows a til
 constexpr uint32_t kDecodeGemvMinBlocksPerSm = 3;        // CTAs an SM by the launch bounds' registers
 // Rows a tile (the kernels of ptx/sm90/kernel_table.h): the products of a
 // weight row with 1, 2 or 4 token rows accumulate in one pass over it (8
-// spill the launch bounds' 128 registers; a group of more rows takes a
+// spill the launch bounds' 168 registers; a group of more rows takes a
 // tile per 4, re-reading its weights).
 constexpr uint32_t kDecodeGemvMaxTileM = 4;
 // The largest group the automatic plan sends to it (runtime/plan_sm90.cpp).
