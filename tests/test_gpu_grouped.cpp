@@ -516,6 +516,26 @@ std::vector<Case> cases() {
   // ranks 5-7 hold no K at all); K 4096 over two column blocks; fp16
   // operands; activation planes with segment views.
   add_every_output_and_epilogue("short_k_split_", {5, 0, 8, 3, 7}, {0, 1, -1, 2, 1}, 48, 1000);
+  // The decode GEMV (ptx/sm90/decode_gemv.cuh; groups of at most 8 rows as
+  // the caller's bound tells): K past a multiple of 256 (a lane's second
+  // 256-element step only partly inside K), N past a multiple of 32 (a
+  // partial last tile whose warps 1 to 3 hold no rows), groups of 0 to 8
+  // rows (tiles of 4: the groups of 5 and 8 take two), an inactive group;
+  // every output and epilogue. Then SwiGLU with a partial last tile (I 24:
+  // tiles of 16 and 8 outputs), plain and gathering with hostile indices.
+  add_every_output_and_epilogue("decode_gemv_", {1, 0, 3, 8, 2, 5, 1}, {0, 1, -1, 2, 3, 0, 1}, 72, 264);
+  for (bool gather : {false, true}) {
+    Case c{std::string("decode_gemv_swiglu_i24_") + (gather ? "gather_hostile" : "plain")};
+    c.rows = {1, 2, 0, 4, 1};
+    c.experts = {0, 1, 2, -1, 3};
+    c.n = 48;
+    c.k = 520;
+    c.epilogue = GGEMM_EPILOGUE_SWIGLU;
+    c.gather_rows = gather ? 7 : 0;
+    c.hostile_index = gather;
+    c.unowned_rows = 0;
+    add(c);
+  }
   add({"short_k_split_k136", {8, 2, 0, 6}, {}, 104, 136, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true});
   add({"short_k_split_k4096_two_col_blocks", {8, 5, 8, 1}, {}, 192, 4096, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP32,
        true});
