@@ -31,6 +31,9 @@ constexpr bool kKMajor_kmajor = true, kKMajor_mnmajor = false;
 #define GGEMM_SM90_DECODE_GEMV_ENTRY(E, EN, O, ON, TM)                                            \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM)), Arch::kSm90a,         \
               KernelFamily::kDecodeGemv, kDtype_##EN, kDtype_##ON, true, TM, 1},
+#define GGEMM_SM100_DECODE_GEMV_ENTRY(E, EN, O, ON, TM)                                           \
+  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM100_DECODE_GEMV_KERNEL_NAME(EN, ON, TM)), Arch::kSm100a,        \
+              KernelFamily::kDecodeGemv, kDtype_##EN, kDtype_##ON, true, TM, 1},
 #define GGEMM_SM100_ENTRY(E, EN, O, ON, L, LN, TM, CG, SUF)                                                  \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM100_KERNEL_NAME(EN, ON, LN, TM, SUF)), Arch::kSm100a,                   \
               KernelFamily::kPersistent, kDtype_##EN, kDtype_##ON, kKMajor_##LN, TM, CG},
@@ -42,6 +45,7 @@ constexpr KernelEntry kEntries[] = {
     GGEMM_SM90_SWIGLU_KERNELS(GGEMM_SM90_SWIGLU_ENTRY)            //
     GGEMM_SM90_DECODE_GEMV_KERNELS(GGEMM_SM90_DECODE_GEMV_ENTRY)  //
     GGEMM_SM100_KERNELS(GGEMM_SM100_ENTRY)                        //
+    GGEMM_SM90_DECODE_GEMV_KERNELS(GGEMM_SM100_DECODE_GEMV_ENTRY)  //
 };
 
 bool is_persistent_of(const KernelEntry &e, Arch arch, ggemm_dtype out) {

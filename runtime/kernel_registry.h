@@ -16,7 +16,7 @@ enum class KernelFamily : uint8_t {
   kShortK,       // sm_90a: no pipeline, K <= kShortKMaxK (ptx/sm90/short_k_gemm.cuh)
   kShortKSplit,  // sm_90a: the same with K split over a cluster of kShortKSplit CTAs
   kPersistentSwiglu,  // sm_90a: the persistent kernel with its epilogue fixed to SwiGLU (tile_m 256)
-  kDecodeGemv,   // sm_90a: groups of a few rows, weights streamed by plain loads (ptx/sm90/decode_gemv.cuh)
+  kDecodeGemv,   // groups of a few rows, weights streamed by plain loads (ptx/sm90/decode_gemv.cuh; both archs)
 };
 
 struct KernelEntry {

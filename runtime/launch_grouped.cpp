@@ -184,8 +184,10 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
   p.stages = k.stages;
   p.swizzle_bytes = k.swizzle_bytes;
   p.weights_box_rows = k.weights_box_rows;
-  if (k.kernel->arch == Arch::kSm90a) {
-    if (k.persistent()) GGEMM_RETURN_IF_ERROR(encode_sm90_maps(drv, a, k, &p));
+  // The sm_90a kernels' own fields, and the decode GEMV's on either
+  // architecture (it takes the sm_90a parameters).
+  if (k.kernel->arch == Arch::kSm90a || k.family() == KernelFamily::kDecodeGemv) {
+    if (k.kernel->arch == Arch::kSm90a && k.persistent()) GGEMM_RETURN_IF_ERROR(encode_sm90_maps(drv, a, k, &p));
     p.tokens = a.a;
     p.weights = a.b;
     p.staging_buffers = k.staging_buffers;
@@ -262,8 +264,9 @@ Status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   LaunchTrace trace;
   GGEMM_RETURN_IF_ERROR(trace.begin(drv, stream, lc.grid_x(), &p));
 #endif
-  void *params[] = {k.kernel->arch == Arch::kSm90a ? static_cast<void *>(&p)
-                                                   : static_cast<void *>(static_cast<GroupedGemmParams *>(&p))};
+  const bool sm90_params = k.kernel->arch == Arch::kSm90a || k.family() == KernelFamily::kDecodeGemv;
+  void *params[] = {sm90_params ? static_cast<void *>(&p)
+                                : static_cast<void *>(static_cast<GroupedGemmParams *>(&p))};
   GGEMM_CU(drv, cuLaunchKernelEx(lc.get(), function, params, nullptr));
 #if GGEMM_TRACE
   TraceFileHeader header{};

@@ -69,12 +69,12 @@ struct PlanRequest {
     kWherePossible,  // every call a short-K kernel can run on it
   };
   Sm90ShortK sm90_short_k = Sm90ShortK::kAutomatic;
-  enum class Sm90DecodeGemv : uint8_t {
+  enum class DecodeGemv : uint8_t {
     kAutomatic,
     kNever,          // no call on the decode GEMV
     kWherePossible,  // every call it can run (K-major, no output splits or planes, no config)
   };
-  Sm90DecodeGemv sm90_decode_gemv = Sm90DecodeGemv::kAutomatic;
+  DecodeGemv decode_gemv = DecodeGemv::kAutomatic;
   uint32_t sm90_k_slices = 0;  // slices of K per stage: 0 = automatic, 1, 2 or 4 where two stages fit
 };
 void set_plan_request_for_testing(const PlanRequest &request);
@@ -110,7 +110,7 @@ struct KernelPlan {
 StatusOr<KernelPlan> plan_sm90(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                                const PlanRequest &request = {});
 StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &shape,
-                                const ggemm_config *config);
+                                const ggemm_config *config, const PlanRequest &request = {});
 // The device's architecture's plan, with the process-wide test request.
 StatusOr<KernelPlan> plan_for(const DeviceProps &props, Arch arch, const GroupedShape &shape,
                               const ggemm_config *config);

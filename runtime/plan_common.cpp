@@ -5,6 +5,7 @@
 #include "ptx/blocks/tile_scheduler.h"
 #include "ptx/sm100/smem_layout.h"
 #include "ptx/sm90/smem_layout.h"
+#include "ptx/sm90/decode_gemv_layout.h"
 #include "runtime/plan_rules.h"
 
 namespace ggemm {
@@ -198,22 +199,59 @@ void narrow_plan(KernelPlan *p, const GroupedShape &shape) {
   p->weights_box_rows = weights_box_rows(shape, 1, p->tile_n);
 }
 
+// The decode GEMV's tile for this call, or 0 when it does not take it.
+// Groups of up to kDecodeGemvMaxRows rows as far as the caller's bound
+// tells: one token routes a row to each of its top-k experts, and
+// torch-style decode calls and the MoE layer (the rows-per-group bound
+// unknown) bound a group by M, 8 at one token of top-8. The tile: the
+// smallest of 1, 2 and 4 rows holding that bound or twice the typical
+// group, whichever is less (at one token of top-8 over 128 experts the
+// typical group is 1 row: tiles of 2, not 4, whose four times the FMAs and
+// half the loads in flight would be spent on empty rows). A group larger
+// than the tile takes a tile per tile_m rows, each reading its weights again.
+uint32_t decode_gemv_filter(const GroupedShape &shape, const ggemm_config *config, PlanRequest::DecodeGemv request) {
+  if (request == PlanRequest::DecodeGemv::kNever || config) return 0;  // a config describes the persistent kernel
+  if (!shape.transpose_b) return 0;                            // K-major weights: rows stream along K
+  if (shape.split0 != 0 || shape.split1 != 0 || shape.a_planes) return 0;  // one output view, one plane
+  const int64_t max_rows = max_rows_bound(shape);
+  if (request != PlanRequest::DecodeGemv::kWherePossible && max_rows > int64_t(sm90::kDecodeGemvMaxRows)) return 0;
+  const int64_t rows = std::min(max_rows, 2 * typical_rows(shape, max_rows));
+  uint32_t tile_m = 1;
+  while (tile_m < sm90::kDecodeGemvMaxTileM && rows > int64_t(tile_m)) tile_m *= 2;
+  return tile_m;
+}
+
+StatusOr<KernelPlan> plan_decode_gemv(Arch arch, const DeviceProps &props, const GroupedShape &shape,
+                                      uint32_t tile_m) {
+  KernelPlan p;
+  p.kernel = find_kernel(arch, KernelFamily::kDecodeGemv, shape.a_dtype, shape.c_dtype, true, tile_m, 1);
+  if (!p.kernel)
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "no %s decode GEMV kernel with tile_m %u", arch_name(arch), tile_m);
+  p.tile_m = tile_m;
+  p.tile_n = sm90::kDecodeGemvTileN;
+  p.threads = sm90::kDecodeGemvThreads;
+  p.smem_bytes = sm90::decode_gemv_layout().total_bytes();
+  p.ctas_per_sm = sm90::kDecodeGemvMinBlocksPerSm;
+  p.max_clusters = max_clusters(p, shape, props);
+  return p;
+}
+
 namespace {
 std::atomic<PlanRequest::Sm90ShortK> g_sm90_short_k{PlanRequest::Sm90ShortK::kAutomatic};
-std::atomic<PlanRequest::Sm90DecodeGemv> g_sm90_decode_gemv{PlanRequest::Sm90DecodeGemv::kAutomatic};
+std::atomic<PlanRequest::DecodeGemv> g_decode_gemv{PlanRequest::DecodeGemv::kAutomatic};
 std::atomic<uint32_t> g_sm90_k_slices{0};
 }  // namespace
 
 void set_plan_request_for_testing(const PlanRequest &request) {
   g_sm90_short_k.store(request.sm90_short_k, std::memory_order_relaxed);
-  g_sm90_decode_gemv.store(request.sm90_decode_gemv, std::memory_order_relaxed);
+  g_decode_gemv.store(request.decode_gemv, std::memory_order_relaxed);
   g_sm90_k_slices.store(request.sm90_k_slices, std::memory_order_relaxed);
 }
 
 PlanRequest plan_request_for_testing() {
   PlanRequest r;
   r.sm90_short_k = g_sm90_short_k.load(std::memory_order_relaxed);
-  r.sm90_decode_gemv = g_sm90_decode_gemv.load(std::memory_order_relaxed);
+  r.decode_gemv = g_decode_gemv.load(std::memory_order_relaxed);
   r.sm90_k_slices = g_sm90_k_slices.load(std::memory_order_relaxed);
   return r;
 }
@@ -222,7 +260,7 @@ StatusOr<KernelPlan> plan_for(const DeviceProps &props, Arch arch, const Grouped
                               const ggemm_config *config) {
   switch (arch) {
     case Arch::kSm90a: return plan_sm90(props, shape, config, plan_request_for_testing());
-    case Arch::kSm100a: return plan_sm100(props, shape, config);
+    case Arch::kSm100a: return plan_sm100(props, shape, config, plan_request_for_testing());
   }
   return error(GGEMM_STATUS_INTERNAL_ERROR, "no planner for architecture %d", int(arch));
 }

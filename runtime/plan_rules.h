@@ -33,6 +33,13 @@ struct TileChoice {
 };
 TileChoice choose_tile(Arch arch, const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config);
 
+// The decode GEMV (ptx/sm90/decode_gemv.cuh, plain CUDA built for both
+// architectures): its tile for this call (1, 2 or 4 rows), or 0 when it
+// does not take the call; then its plan.
+uint32_t decode_gemv_filter(const GroupedShape &shape, const ggemm_config *config, PlanRequest::DecodeGemv request);
+StatusOr<KernelPlan> plan_decode_gemv(Arch arch, const DeviceProps &props, const GroupedShape &shape,
+                                      uint32_t tile_m);
+
 // A persistent kernel's plan as far as the tile decides it: the kernel of
 // the table, tile_m, the 128 weight rows per CTA, swizzle, cluster and the
 // K-major box rows; INTERNAL_ERROR when the table has no such kernel (the

@@ -1,5 +1,7 @@
 // sm_100a plans (compiled and unit-tested; never run on Blackwell hardware).
-// One kernel family, the persistent tcgen05 kernel: its token tile and
+// Decode calls of groups of a few rows go to the decode GEMV, as on sm_90a
+// (plan_common.cpp, decode_gemv_filter). Everything else to the persistent
+// tcgen05 kernel: its token tile and
 // swizzle from the shared rules (plan_common.cpp) or the config, cta_group 2
 // only when the config asks for it (no Blackwell GPU has measured the
 // difference) and never for gather or SwiGLU, narrow tiles for decode as on
@@ -14,7 +16,10 @@
 namespace ggemm {
 
 StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &shape,
-                                const ggemm_config *config) {
+                                const ggemm_config *config, const PlanRequest &request) {
+  // The decode GEMV first, as on sm_90a (plan_common.cpp, decode_gemv_filter).
+  if (const uint32_t tile_m = decode_gemv_filter(shape, config, request.decode_gemv))
+    return plan_decode_gemv(Arch::kSm100a, props, shape, tile_m);
   const TileChoice tile = choose_tile(Arch::kSm100a, props, shape, config);
   const bool swiglu = shape.epilogue == GGEMM_EPILOGUE_SWIGLU;
   // Gather on load and the SwiGLU epilogue (compiled, never run on

@@ -4,15 +4,15 @@
 //      one wave of its CTAs (the decode LoRA expand);
 //   2. split short-K (K over a cluster of kShortKSplit CTAs; 128 < K <= 4096):
 //      decode calls of few tiles (the decode LoRA shrink);
-//   3. the decode GEMV (ptx/sm90/decode_gemv.cuh): groups of at most
-//      kDecodeGemvMaxRows rows (MoE decode), no output splits or planes;
+//   3. the decode GEMV (ptx/sm90/decode_gemv.cuh; plan_common.cpp,
+//      decode_gemv_filter): groups of at most kDecodeGemvMaxRows rows (MoE
+//      decode), no output splits or planes;
 //   4. the persistent warp-specialised kernel: everything else, its token
 //      tile from the shared rules (plan_common.cpp), then its pipeline sized
 //      to the shared memory.
 #include <algorithm>
 
 #include "ptx/blocks/grouped_params.h"
-#include "ptx/sm90/decode_gemv_layout.h"
 #include "ptx/sm90/short_k_layout.h"
 #include "ptx/sm90/smem_layout.h"
 #include "runtime/plan_rules.h"
@@ -100,45 +100,6 @@ StatusOr<KernelPlan> plan_short_k(const DeviceProps &props, const GroupedShape &
   p.smem_bytes = sm90::make_short_k_layout(tile_m, uint32_t(shape.k), dtype_bytes(shape.c_dtype), splits).total_bytes();
   p.cluster_size = splits;
   p.ctas_per_sm = sm90_short_k_ctas_per_sm(props, tile_m, shape.k, shape.c_dtype, splits);
-  p.max_clusters = max_clusters(p, shape, props);
-  return p;
-}
-
-// ---- the decode GEMV ---------------------------------------------------------
-
-using Sm90DecodeGemv = PlanRequest::Sm90DecodeGemv;
-
-// The decode GEMV's tile for this call, or 0 when it does not take it.
-// Groups of up to kDecodeGemvMaxRows rows as far as the caller's bound
-// tells: one token routes a row to each of its top-k experts, and
-// torch-style decode calls and the MoE layer (the rows-per-group bound
-// unknown) bound a group by M, 8 at one token of top-8. The tile: the
-// smallest of 1, 2 and 4 rows holding that bound or twice the typical
-// group, whichever is less (at one token of top-8 over 128 experts the
-// typical group is 1 row: tiles of 2, not 4, whose four times the FMAs and
-// half the loads in flight would be spent on empty rows). A group larger
-// than the tile takes a tile per tile_m rows, each reading its weights again.
-uint32_t decode_gemv_filter(const GroupedShape &shape, const ggemm_config *config, Sm90DecodeGemv request) {
-  if (request == Sm90DecodeGemv::kNever || config) return 0;  // a config describes the persistent kernel
-  if (!shape.transpose_b) return 0;                            // K-major weights: rows stream along K
-  if (shape.split0 != 0 || shape.split1 != 0 || shape.a_planes) return 0;  // one output view, one plane
-  const int64_t max_rows = max_rows_bound(shape);
-  if (request != Sm90DecodeGemv::kWherePossible && max_rows > int64_t(sm90::kDecodeGemvMaxRows)) return 0;
-  const int64_t rows = std::min(max_rows, 2 * typical_rows(shape, max_rows));
-  uint32_t tile_m = 1;
-  while (tile_m < sm90::kDecodeGemvMaxTileM && rows > int64_t(tile_m)) tile_m *= 2;
-  return tile_m;
-}
-
-StatusOr<KernelPlan> plan_decode_gemv(const DeviceProps &props, const GroupedShape &shape, uint32_t tile_m) {
-  KernelPlan p;
-  p.kernel = find_kernel(Arch::kSm90a, KernelFamily::kDecodeGemv, shape.a_dtype, shape.c_dtype, true, tile_m, 1);
-  if (!p.kernel) return error(GGEMM_STATUS_INTERNAL_ERROR, "no sm_90a decode GEMV kernel with tile_m %u", tile_m);
-  p.tile_m = tile_m;
-  p.tile_n = sm90::kDecodeGemvTileN;
-  p.threads = sm90::kDecodeGemvThreads;
-  p.smem_bytes = sm90::decode_gemv_layout().total_bytes();
-  p.ctas_per_sm = sm90::kDecodeGemvMinBlocksPerSm;
   p.max_clusters = max_clusters(p, shape, props);
   return p;
 }
@@ -310,8 +271,8 @@ StatusOr<KernelPlan> plan_sm90(const DeviceProps &props, const GroupedShape &sha
     return plan_short_k(props, shape, KernelFamily::kShortK, tile_m);
   if (const uint32_t tile_m = short_k_split_filter(props, shape, config, request.sm90_short_k))
     return plan_short_k(props, shape, KernelFamily::kShortKSplit, tile_m);
-  if (const uint32_t tile_m = decode_gemv_filter(shape, config, request.sm90_decode_gemv))
-    return plan_decode_gemv(props, shape, tile_m);
+  if (const uint32_t tile_m = decode_gemv_filter(shape, config, request.decode_gemv))
+    return plan_decode_gemv(Arch::kSm90a, props, shape, tile_m);
   return plan_persistent(props, shape, config, request.sm90_k_slices);
 }
 

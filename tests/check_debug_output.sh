@@ -3,13 +3,13 @@
 # launch geometry of each call. Runs one GPU test with it; skips (77) when
 # the GPU tests skip. The test's K (64) is short enough for sm_90a's short-K
 # kernel, which encodes no tensor map: $1 is ggemm_tests_forced_plan, run with
-# --sm90_short_k=never (and --sm90_decode_gemv=never) to keep the call on the persistent kernel for the
+# --sm90_short_k=never (and --decode_gemv=never) to keep the call on the persistent kernel for the
 # tensor-map lines; a second run with where_possible checks the short-K
 # kernel's line on sm_90a, a third (K 136) the split short-K kernel's.
 set -uo pipefail
 tests_bin=$1
 test_case='Shapes/GroupedMatmulGpu.MatchesReference/planes_aligned_kmajor'
-out=$(GGEMM_DEBUG=1 "$tests_bin" --sm90_short_k=never --sm90_decode_gemv=never --gtest_filter="$test_case" 2>&1)
+out=$(GGEMM_DEBUG=1 "$tests_bin" --sm90_short_k=never --decode_gemv=never --gtest_filter="$test_case" 2>&1)
 if grep -q '\[  SKIPPED \]' <<<"$out"; then
   echo "SKIP: the GPU test skipped (no usable GPU)"; exit 77
 fi
@@ -34,7 +34,7 @@ if grep -q 'sm_90a kernel' <<<"$out"; then
   # stages need the driver's answer that it encodes such views, asked once
   # per device with its context current; without it every plan quietly
   # falls back to one slice per stage.
-  out_sl=$(GGEMM_DEBUG=1 "$tests_bin" --sm90_short_k=never --sm90_decode_gemv=never \
+  out_sl=$(GGEMM_DEBUG=1 "$tests_bin" --sm90_short_k=never --decode_gemv=never \
     --gtest_filter='Shapes/GroupedMatmulGpu.MatchesReference/sliced2_k448_n1024' 2>&1)
   grep -q 'K-sliced view' <<<"$out_sl" && grep -q 'K slices each' <<<"$out_sl" ||
     { echo "FAIL: the K-sliced case printed no K-sliced view or no multi-slice stages"; fail=1; }

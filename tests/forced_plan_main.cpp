@@ -4,7 +4,7 @@
 // objects: the request is internal and libggemm.so does not export it.
 //
 //   ggemm_tests_forced_plan [--sm90_short_k=never|where_possible]
-//                           [--sm90_decode_gemv=never|where_possible] [gtest flags]
+//                           [--decode_gemv=never|where_possible] [gtest flags]
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -15,7 +15,7 @@
 
 int main(int argc, char **argv) {
   testing::InitGoogleTest(&argc, argv);  // removes the gtest flags
-  const std::string short_k = "--sm90_short_k=", decode_gemv = "--sm90_decode_gemv=";
+  const std::string short_k = "--sm90_short_k=", decode_gemv = "--decode_gemv=";
   ggemm::PlanRequest request;
   bool given = false;
   for (int i = 1; i < argc; ++i) {
@@ -35,13 +35,13 @@ int main(int argc, char **argv) {
       request.sm90_short_k =
           never ? ggemm::PlanRequest::Sm90ShortK::kNever : ggemm::PlanRequest::Sm90ShortK::kWherePossible;
     } else {
-      request.sm90_decode_gemv =
-          never ? ggemm::PlanRequest::Sm90DecodeGemv::kNever : ggemm::PlanRequest::Sm90DecodeGemv::kWherePossible;
+      request.decode_gemv =
+          never ? ggemm::PlanRequest::DecodeGemv::kNever : ggemm::PlanRequest::DecodeGemv::kWherePossible;
     }
     given = true;
   }
   if (!given) {
-    std::fprintf(stderr, "usage: %s --sm90_short_k=never|where_possible --sm90_decode_gemv=never|where_possible "
+    std::fprintf(stderr, "usage: %s --sm90_short_k=never|where_possible --decode_gemv=never|where_possible "
                  "[gtest flags]\n", argv[0]);
     return 2;
   }

@@ -48,9 +48,9 @@ PlanRequest request_of(const CallShape &s) {
   r.sm90_short_k = s.short_k_request < 0   ? PlanRequest::Sm90ShortK::kNever
                    : s.short_k_request > 0 ? PlanRequest::Sm90ShortK::kWherePossible
                                            : PlanRequest::Sm90ShortK::kAutomatic;
-  r.sm90_decode_gemv = s.decode_gemv_request < 0   ? PlanRequest::Sm90DecodeGemv::kNever
-                       : s.decode_gemv_request > 0 ? PlanRequest::Sm90DecodeGemv::kWherePossible
-                                                   : PlanRequest::Sm90DecodeGemv::kAutomatic;
+  r.decode_gemv = s.decode_gemv_request < 0   ? PlanRequest::DecodeGemv::kNever
+                       : s.decode_gemv_request > 0 ? PlanRequest::DecodeGemv::kWherePossible
+                                                   : PlanRequest::DecodeGemv::kAutomatic;
   r.sm90_k_slices = s.k_slices_request;
   return r;
 }
@@ -70,13 +70,16 @@ ggemm_status sm90_persistent_plan(const DeviceProps &props, const CallShape &s, 
   GGEMM_TRY(validate_config(o, Arch::kSm90a, props, s));
   PlanRequest r = request_of(s);
   r.sm90_short_k = PlanRequest::Sm90ShortK::kNever;
-  r.sm90_decode_gemv = PlanRequest::Sm90DecodeGemv::kNever;
+  r.decode_gemv = PlanRequest::DecodeGemv::kNever;
   return take_plan(plan_sm90(props, s, o, r), out);
 }
 
+// The sm_100a persistent kernel's plan (the decode GEMV ruled out).
 ggemm_status sm100_plan(const DeviceProps &props, const CallShape &s, const ggemm_config *o, KernelPlan *out) {
   GGEMM_TRY(validate_config(o, Arch::kSm100a, props, s));
-  return take_plan(plan_sm100(props, s, o), out);
+  PlanRequest r;
+  r.decode_gemv = PlanRequest::DecodeGemv::kNever;
+  return take_plan(plan_sm100(props, s, o, r), out);
 }
 
 // The tile of the sm_90a plan when it is of `family`, else 0.
@@ -1135,56 +1138,56 @@ CallShape moe_decode(int64_t tokens, int64_t max_rows, int64_t n = 1536, int64_t
   return s;
 }
 
-uint32_t sm90_decode_gemv_tile(const DeviceProps &props, const CallShape &s, const ggemm_config *o) {
+uint32_t decode_gemv_tile(const DeviceProps &props, const CallShape &s, const ggemm_config *o) {
   return sm90_tile_if(KernelFamily::kDecodeGemv, props, s, o);
 }
 
-TEST(Sm90DecodeGemv, TakesDecodeCallsWithTheTileOfTheirLargestGroup) {
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(1, 1), nullptr), 1u);
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(4, 2), nullptr), 2u);
+TEST(DecodeGemv, TakesDecodeCallsWithTheTileOfTheirLargestGroup) {
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 1), nullptr), 1u);
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(4, 2), nullptr), 2u);
   // Past twice the typical group (1 row: 32 rows over 128 groups) the
   // bound does not set the tile: a group of 3 takes two tiles of 2.
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(4, 3), nullptr), 2u);
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(4, 3), nullptr), 2u);
   // Without the caller's bound a group is bounded by M, 8 at one token:
   // tiles of 2 (twice the typical group).
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 2u);
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 2u);
   // Few groups, each of several rows (Mixtral-like: 8 experts, 32 rows):
   // the bound, 4.
   CallShape few = moe_decode(4, 4);
   few.num_groups = 8;
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), few, nullptr), 4u);
+  EXPECT_EQ(decode_gemv_tile(h200(), few, nullptr), 4u);
   // The SwiGLU epilogue and gather on load run there too (the MoE layer's
   // gate_up at one token).
   CallShape gate_up = moe_decode(1, 8);
   gate_up.epilogue = GGEMM_EPILOGUE_SWIGLU, gate_up.gather = true;
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), gate_up, nullptr), 2u);
+  EXPECT_EQ(decode_gemv_tile(h200(), gate_up, nullptr), 2u);
   CallShape down = moe_decode(1, 1, 2048, 768);
   down.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), down, nullptr), 1u);
+  EXPECT_EQ(decode_gemv_tile(h200(), down, nullptr), 1u);
 }
 
-TEST(Sm90DecodeGemv, LeavesLargerGroupsAndWhatItCannotRunToTheOthers) {
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(2, 0), nullptr), 0u);   // 16 rows could be one group's
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(16, 9), nullptr), 0u);  // past kDecodeGemvMaxRows
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), shape(), nullptr), 0u);            // prefill
+TEST(DecodeGemv, LeavesLargerGroupsAndWhatItCannotRunToTheOthers) {
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(2, 0), nullptr), 0u);   // 16 rows could be one group's
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(16, 9), nullptr), 0u);  // past kDecodeGemvMaxRows
+  EXPECT_EQ(decode_gemv_tile(h200(), shape(), nullptr), 0u);            // prefill
   CallShape mn = moe_decode(1, 1);
   mn.transpose_b = false;  // [E, K, N] weights: a row of N is not contiguous along K
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), mn, nullptr), 0u);
+  EXPECT_EQ(decode_gemv_tile(h200(), mn, nullptr), 0u);
   CallShape split = moe_decode(1, 1);
   split.split0 = 512, split.split1 = 1024;
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), split, nullptr), 0u);
+  EXPECT_EQ(decode_gemv_tile(h200(), split, nullptr), 0u);
   CallShape planes = split;
   planes.a_planes = true;
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), planes, nullptr), 0u);
+  EXPECT_EQ(decode_gemv_tile(h200(), planes, nullptr), 0u);
   ggemm_config c = blank_config();
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), moe_decode(1, 1), &c), 0u);  // a config describes the persistent kernel
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 1), &c), 0u);  // a config describes the persistent kernel
   CallShape never = moe_decode(1, 1);
   never.decode_gemv_request = -1;
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), never, nullptr), 0u);
+  EXPECT_EQ(decode_gemv_tile(h200(), never, nullptr), 0u);
   // Forced (the GPU suite's third run), it takes any call it can run, in tiles of 4.
   CallShape forced = shape();
   forced.decode_gemv_request = 1;
-  EXPECT_EQ(sm90_decode_gemv_tile(h200(), forced, nullptr), 4u);
+  EXPECT_EQ(decode_gemv_tile(h200(), forced, nullptr), 4u);
 }
 
 TEST(PlanRequest, TheProcessWideRequestCarriesEveryField) {
@@ -1192,20 +1195,20 @@ TEST(PlanRequest, TheProcessWideRequestCarriesEveryField) {
   const PlanRequest before = plan_request_for_testing();
   PlanRequest r;
   r.sm90_short_k = PlanRequest::Sm90ShortK::kNever;
-  r.sm90_decode_gemv = PlanRequest::Sm90DecodeGemv::kWherePossible;
+  r.decode_gemv = PlanRequest::DecodeGemv::kWherePossible;
   r.sm90_k_slices = 2;
   set_plan_request_for_testing(r);
   const PlanRequest got = plan_request_for_testing();
   set_plan_request_for_testing(before);
   EXPECT_EQ(got.sm90_short_k, r.sm90_short_k);
-  EXPECT_EQ(got.sm90_decode_gemv, r.sm90_decode_gemv);
+  EXPECT_EQ(got.decode_gemv, r.decode_gemv);
   EXPECT_EQ(got.sm90_k_slices, r.sm90_k_slices);
 }
 
 #define GGEMM_TEST_COLLECT_DECODE_GEMV_NAME(E, EN, O, ON, TM) \
   names.insert("ggemm_sm90_decode_gemv_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_kmajor_m" GGEMM_TEST_STR(TM));
 
-TEST(Sm90DecodeGemv, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
+TEST(DecodeGemv, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
   std::set<std::string> table;
   {
     std::set<std::string> &names = table;
@@ -1505,6 +1508,23 @@ DeviceProps b200() {
   p.smem_optin = 232448;
   return p;
 }
+
+TEST(Sm100DecodeGemv, TakesTheSameCallsAsOnSm90) {
+  // The same kernel built for sm_100a (never run on Blackwell hardware),
+  // by the same rule.
+  for (int64_t rows : {1, 2, 0}) {
+    CallShape s = moe_decode(1, rows);
+    StatusOr<KernelPlan> plan = plan_sm100(b200(), s, nullptr, request_of(s));
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->family(), KernelFamily::kDecodeGemv) << rows;
+    EXPECT_EQ(plan->kernel->arch, Arch::kSm100a);
+    EXPECT_EQ(plan->tile_m, decode_gemv_tile(h200(), s, nullptr)) << rows;
+  }
+  StatusOr<KernelPlan> prefill = plan_sm100(b200(), shape(), nullptr, {});
+  ASSERT_TRUE(prefill.ok());
+  EXPECT_EQ(prefill->family(), KernelFamily::kPersistent);
+}
+
 
 TEST(Sm100Plan, TileM256ForEveryOutputAndEpilogue) {
   // Average group of 256 rows or more (balanced: the largest no more than
@@ -2136,10 +2156,11 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
     EXPECT_TRUE(names.insert(name).second) << name << " twice";
     ++per_family[{e.arch, e.family}];
     const bool sm90_persistent = e.family == KernelFamily::kPersistent || e.family == KernelFamily::kPersistentSwiglu;
-    const char *prefix = e.arch == Arch::kSm100a                ? "ggemm_sm100_grouped_"
-                         : sm90_persistent                       ? "ggemm_sm90_grouped_"
-                         : e.family == KernelFamily::kDecodeGemv ? "ggemm_sm90_decode_gemv_"
-                                                                 : "ggemm_sm90_short_k_";
+    const bool gemv = e.family == KernelFamily::kDecodeGemv;
+    const char *prefix = e.arch == Arch::kSm100a ? (gemv ? "ggemm_sm100_decode_gemv_" : "ggemm_sm100_grouped_")
+                         : sm90_persistent        ? "ggemm_sm90_grouped_"
+                         : gemv                   ? "ggemm_sm90_decode_gemv_"
+                                                  : "ggemm_sm90_short_k_";
     EXPECT_EQ(e.family == KernelFamily::kPersistentSwiglu, name.size() > 7 && name.substr(name.size() - 7) == "_swiglu")
         << name;
     EXPECT_EQ(name.rfind(prefix, 0), 0u) << name;
@@ -2154,8 +2175,9 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortKSplit}]), 12);
   // SwiGLU-only: 2 operand x 2 16-bit output dtypes, tile_m 256.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistentSwiglu}]), 4);
-  // Decode GEMV: 2 operand x 3 output dtypes x tiles 1, 2, 4.
+  // Decode GEMV: 2 operand x 3 output dtypes x tiles 1, 2, 4, on each architecture.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kDecodeGemv}]), 18);
+  EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kDecodeGemv}]), 18);
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kPersistent}]), 108);
 }
 

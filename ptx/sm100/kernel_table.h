@@ -42,5 +42,10 @@
 #define GGEMM_SM100_KERNELS_FP16(X) GGEMM_SM100_FOR_OUT(X, __half, fp16)
 #define GGEMM_SM100_KERNELS(X) GGEMM_SM100_KERNELS_BF16(X) GGEMM_SM100_KERNELS_FP16(X)
 
+// The decode GEMV (ptx/sm90/decode_gemv.cuh, plain CUDA with no sm_90a
+// instruction), built for sm_100a too: the same instantiations as sm_90a's
+// (GGEMM_SM90_DECODE_GEMV_KERNELS), named ggemm_sm100_decode_gemv_*.
+#define GGEMM_SM100_DECODE_GEMV_KERNEL_NAME(EN, ON, TM) ggemm_sm100_decode_gemv_##EN##_##ON##_kmajor_m##TM
+
 // The smallest tile_m instantiated for a cta_group.
 #define GGEMM_SM100_MIN_TILE_M(cta_group) ((cta_group) == 2 ? 32 : 16)

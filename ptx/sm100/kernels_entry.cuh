@@ -3,6 +3,8 @@
 // compiled for sm_100a only and embedded as fatbins in libggemm; the runtime
 // loads them on compute capability 10.0 devices.
 #pragma once
+#include "../sm90/decode_gemv.cuh"
+#include "../sm90/kernel_table.h"
 #include "grouped_gemm.cuh"
 #include "kernel_table.h"
 
@@ -10,4 +12,13 @@
   extern "C" __global__ void __launch_bounds__(ggemm::sm100::kThreads, 1)                                 \
       GGEMM_SM100_KERNEL_NAME(EN, ON, LN, TM, SUFFIX)(const __grid_constant__ ggemm::GroupedGemmParams p) { \
     ggemm::sm100::GroupedGemmSm100<E, O, TM, L, CG>::run(p);                                              \
+  }
+
+// The decode GEMV (its parameters are the sm_90a kernels', a superset of
+// GroupedGemmParams: it reads the operands through their pointers).
+#define GGEMM_SM100_DEFINE_DECODE_GEMV_KERNEL(E, EN, O, ON, TM)                                                \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kDecodeGemvThreads,                                 \
+                                               ggemm::sm90::kDecodeGemvMinBlocksPerSm)                            \
+      GGEMM_SM100_DECODE_GEMV_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::Sm90GroupedParams p) {     \
+    ggemm::sm90::DecodeGemvSm90<E, O, TM>::run(p);                                                               \
   }
