@@ -32,6 +32,7 @@
 
 #include <type_traits>
 
+#include "../blocks/swiglu.h"
 #include "decode_gemv_layout.h"
 #include "params.h"
 #include "short_k_gemm.cuh"
@@ -239,7 +240,7 @@ struct DecodeGemvSm90 {
       float out = 0.f;  // an inactive group's rows are zeros
       if (active) {
         if (swiglu) {
-          out = silu(p.alpha * v) * (p.alpha * up);
+          out = ggemm::swiglu(p.alpha * v, p.alpha * up);
         } else {
           out = v * (epilogue == kEpilogueRowScale ? p.alpha * p.row_scale[row] : p.alpha);
         }
@@ -250,10 +251,6 @@ struct DecodeGemvSm90 {
       *dst = OutConvert<Out>::from(out);
     }
   }
-
-  // As the persistent kernel's SwiGLU epilogue (epilogue.cuh): past gate -87
-  // it returns 0 where silu is below 1e-36.
-  GGEMM_DEVICE static float silu(float gate) { return __fdividef(gate, 1.f + __expf(-gate)); }
 };
 
 }  // namespace ggemm::sm90
