@@ -10,7 +10,10 @@
 // Each CTA (four warps, several an SM) walks tiles of TileM rows x
 // kDecodeGemvTileN weight rows as the short-K kernel does (the routing
 // copied into shared memory in one trip, then GroupedTileScheduler from
-// blockIdx.x by gridDim.x). Per tile, each warp takes kDecodeGemvRows
+// blockIdx.x by gridDim.x, each warp walking with its 32 lanes together:
+// a call listing all 128 experts, 8 routed, crosses the empty groups in 4
+// steps where one thread's walk took 32, which cost as many instructions as
+// the multiplies, ncu on the H200). Per tile, each warp takes kDecodeGemvRows
 // weight rows by the tile's rows over the whole K: lane l reads elements
 // [8 l + 256 i, 8 l + 256 i + 8) of every weight row and token row (one
 // 16-byte load each; the weights past L1, the tokens through it, as every
@@ -131,7 +134,7 @@ struct DecodeGemvSm90 {
                                kDecodeGemvTileN);
     const uint64_t tiles = row_blocks * sched.col_blocks();
     GroupedTile tile;
-    for (uint64_t t = blockIdx.x; t < tiles && sched.next(t, &tile); t += gridDim.x) multiply_tile(p, tile);
+    for (uint64_t t = blockIdx.x; t < tiles && sched.next_warp(t, &tile); t += gridDim.x) multiply_tile(p, tile);
   }
 
   // The activation row a tile row reads (its gather index, or the row
@@ -143,6 +146,46 @@ struct DecodeGemvSm90 {
     if (!p.a_row_index) return row;
     const int32_t src = p.a_row_index[row];
     return src >= 0 && uint32_t(src) < p.gather_rows ? int64_t(src) : -1;
+  }
+
+  // Loads one K step (U of 256 elements) of every weight row and token row
+  // from element k on, then accumulates their products. Every step is
+  // inside K (the caller's loop bounds): no per-load predicate but the
+  // token rows'.
+  template <int U>
+  GGEMM_DEVICE static void multiply_step(const Elem *const (&w_row)[kRows], const Elem *const (&x_row)[TileM],
+                                         uint32_t k, float (&acc)[kRows * TileM]) {
+    uint4 w[U][kRows];
+    uint4 x[U][TileM];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int f = 0; f < kRows; ++f) w[u][f] = load_streaming_16(w_row[f] + k + 256 * u);
+#pragma unroll
+      for (int t = 0; t < TileM; ++t)
+        x[u][t] = x_row[t] ? __ldg(reinterpret_cast<const uint4 *>(x_row[t] + k + 256 * u)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int t = 0; t < TileM; ++t) {
+        const uint32_t xs[4] = {x[u][t].x, x[u][t].y, x[u][t].z, x[u][t].w};
+        float2 xf[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) xf[q] = unpack_elem2<Elem>(xs[q]);
+#pragma unroll
+        for (int f = 0; f < kRows; ++f) {
+          const uint32_t ws[4] = {w[u][f].x, w[u][f].y, w[u][f].z, w[u][f].w};
+          float a = acc[f * TileM + t];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const float2 wf = unpack_elem2<Elem>(ws[q]);
+            a = fmaf(wf.x, xf[q].x, a);
+            a = fmaf(wf.y, xf[q].y, a);
+          }
+          acc[f * TileM + t] = a;
+        }
+      }
   }
 
   GGEMM_DEVICE static void multiply_tile(const Sm90GroupedParams &p, const GroupedTile &tile) {
@@ -161,65 +204,39 @@ struct DecodeGemvSm90 {
     float acc[kRows * TileM];
 #pragma unroll
     for (int i = 0; i < kRows * TileM; ++i) acc[i] = 0.f;
-    if (active) {
-      // Weight rows f < 4 start at `lo`, rows f >= 4 at `hi` (the next four
-      // rows, or with SwiGLU the up rows I further), one row of K apart;
-      // `valid` of each half lie below the tile's outputs.
-      const Elem *lo = static_cast<const Elem *>(p.weights) + (size_t(tile.expert) * p.n + out0) * p.k;
+    const uint32_t done = out0 - out_base;  // the tile's outputs before this warp's
+    const uint32_t valid = outs > done ? min(outs - done, 4u) : 0u;  // of rows f < 4; of rows f >= 4 below
+    // (A warp past the tile's last output, in a partial last tile, skips
+    // the loads: its sums stay zero and it stores nothing.)
+    if (active && valid > 0) {
+      // Each row's start (this lane's first element): rows f < 4 from out0,
+      // rows f >= 4 the next four (or with SwiGLU the up rows I further),
+      // one row of K apart. A row past the tile's outputs reads the warp's
+      // first row instead (its sum is never stored), so the loads need no
+      // predicate.
+      const uint32_t valid_hi = swiglu ? valid : (outs > done + 4 ? min(outs - done - 4, 4u) : 0u);
+      const Elem *lo = static_cast<const Elem *>(p.weights) + (size_t(tile.expert) * p.n + out0) * p.k + lane * 8;
       const Elem *hi = lo + size_t(swiglu ? half_n : 4u) * p.k;
-      const uint32_t done = out0 - out_base;  // the tile's outputs before this warp's
-      const uint32_t valid_lo = outs > done ? min(outs - done, 4u) : 0u;
-      const uint32_t valid_hi = swiglu ? valid_lo : (outs > done + 4 ? min(outs - done - 4, 4u) : 0u);
-      // Token rows: their activation row's offset in elements, or -1.
-      int64_t x_row[TileM];
+      const Elem *w_row[kRows];
+#pragma unroll
+      for (int f = 0; f < kRows; ++f) {
+        const bool ok = uint32_t(f % 4) < (f < 4 ? valid : valid_hi);
+        w_row[f] = ok ? (f < 4 ? lo : hi) + size_t(f % 4) * p.k : lo;
+      }
+      // Token rows: this lane's first element of each, or null (zeros).
+      const Elem *x_row[TileM];
 #pragma unroll
       for (int t = 0; t < TileM; ++t) {
         const int64_t src = token_source(p, tile, t);
-        x_row[t] = src >= 0 ? src * int64_t(p.k) : -1;
+        x_row[t] = src >= 0 ? static_cast<const Elem *>(p.tokens) + src * int64_t(p.k) + lane * 8 : nullptr;
       }
-      const Elem *tokens = static_cast<const Elem *>(p.tokens);
-      // (A warp past the tile's last output, in a partial last tile, skips
-      // the loop: its sums stay zero and it stores nothing.)
-      const uint32_t k_end = valid_lo + valid_hi > 0 ? p.k : 0u;
-      for (uint32_t k0 = lane * 8; k0 < k_end; k0 += 256 * kUnroll) {
-        uint4 w[kUnroll][kRows];
-        uint4 x[kUnroll][TileM];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const uint32_t k = k0 + 256 * u;
-          const bool in_k = k < p.k;
-#pragma unroll
-          for (int f = 0; f < kRows; ++f) {
-            const bool valid = in_k && uint32_t(f % 4) < (f < 4 ? valid_lo : valid_hi);
-            const Elem *row = (f < 4 ? lo : hi) + size_t(f % 4) * p.k;
-            w[u][f] = valid ? load_streaming_16(row + k) : make_uint4(0, 0, 0, 0);
-          }
-#pragma unroll
-          for (int t = 0; t < TileM; ++t)
-            x[u][t] = in_k && x_row[t] >= 0 ? __ldg(reinterpret_cast<const uint4 *>(tokens + x_row[t] + k))
-                                            : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-          for (int t = 0; t < TileM; ++t) {
-            const uint32_t xs[4] = {x[u][t].x, x[u][t].y, x[u][t].z, x[u][t].w};
-            float2 xf[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) xf[q] = unpack_elem2<Elem>(xs[q]);
-#pragma unroll
-            for (int f = 0; f < kRows; ++f) {
-              const uint32_t ws[4] = {w[u][f].x, w[u][f].y, w[u][f].z, w[u][f].w};
-              float a = acc[f * TileM + t];
-#pragma unroll
-              for (int q = 0; q < 4; ++q) {
-                const float2 wf = unpack_elem2<Elem>(ws[q]);
-                a = fmaf(wf.x, xf[q].x, a);
-                a = fmaf(wf.y, xf[q].y, a);
-              }
-              acc[f * TileM + t] = a;
-            }
-          }
+      // Lane l's elements: [8 l + 256 i, + 8) for every i with 8 l + 256 i
+      // < K (K a multiple of 8); kUnroll steps at a time, then the last.
+      const uint32_t lane_k = p.k > lane * 8 ? p.k - lane * 8 : 0u;  // elements from this lane's first
+      uint32_t k = 0;
+      for (; k + 256 * (kUnroll - 1) < lane_k; k += 256 * kUnroll) multiply_step<kUnroll>(w_row, x_row, k, acc);
+      if constexpr (kUnroll > 1) {
+        if (k < lane_k) multiply_step<1>(w_row, x_row, k, acc);
       }
     }
     warp_reduce_scatter(acc, lane);
