@@ -209,7 +209,19 @@ void narrow_plan(KernelPlan *p, const GroupedShape &shape) {
 // typical group is 1 row: tiles of 2, not 4, whose four times the FMAs and
 // half the loads in flight would be spent on empty rows). A group larger
 // than the tile takes a tile per tile_m rows, each reading its weights again.
-uint32_t decode_gemv_filter(const GroupedShape &shape, const ggemm_config *config, PlanRequest::DecodeGemv request) {
+//
+// And only where its tiles fill their waves: a GEMV CTA takes whole tiles,
+// each a few dependent trips to DRAM, so a last wave on a fraction of the
+// CTAs leaves the rest of the chip idle for a whole tile's latency, which
+// the persistent kernel's wider pipelines hide. Measured on the H200 (one
+// token, sustained; docs/performance.md): the calls at 0.65 of their waves
+// (Qwen3-30B-A3B down, 512 tiles on 396 CTAs, 11.0 us against the
+// persistent kernel's 9.6; Mixtral down, 256 tiles, 72.2 against 60.8) lose,
+// Qwen3-235B down at 0.86 is level (31.2 against 30.7), every call at 0.9
+// or more wins (Qwen3-30B gate_up at 0.97: 14.9 against 18.5).
+// kDecodeGemvMinWaveFill is the line between them.
+uint32_t decode_gemv_filter(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
+                            PlanRequest::DecodeGemv request) {
   if (request == PlanRequest::DecodeGemv::kNever || config) return 0;  // a config describes the persistent kernel
   if (!shape.transpose_b) return 0;                            // K-major weights: rows stream along K
   if (shape.split0 != 0 || shape.split1 != 0 || shape.a_planes) return 0;  // one output view, one plane
@@ -218,7 +230,11 @@ uint32_t decode_gemv_filter(const GroupedShape &shape, const ggemm_config *confi
   const int64_t rows = std::min(max_rows, 2 * typical_rows(shape, max_rows));
   uint32_t tile_m = 1;
   while (tile_m < sm90::kDecodeGemvMaxTileM && rows > int64_t(tile_m)) tile_m *= 2;
-  return tile_m;
+  if (request == PlanRequest::DecodeGemv::kWherePossible) return tile_m;
+  const int64_t tiles = row_block_bound(shape, tile_m) * column_blocks(shape, sm90::kDecodeGemvTileN);
+  const int64_t grid = int64_t(props.sm_count) * sm90::kDecodeGemvMinBlocksPerSm;
+  const int64_t waves = (tiles + grid - 1) / grid;
+  return double(tiles) >= kDecodeGemvMinWaveFill * double(waves * grid) ? tile_m : 0;
 }
 
 StatusOr<KernelPlan> plan_decode_gemv(Arch arch, const DeviceProps &props, const GroupedShape &shape,

@@ -35,8 +35,11 @@ TileChoice choose_tile(Arch arch, const DeviceProps &props, const GroupedShape &
 
 // The decode GEMV (ptx/sm90/decode_gemv.cuh, plain CUDA built for both
 // architectures): its tile for this call (1, 2 or 4 rows), or 0 when it
-// does not take the call; then its plan.
-uint32_t decode_gemv_filter(const GroupedShape &shape, const ggemm_config *config, PlanRequest::DecodeGemv request);
+// does not take the call; then its plan. It takes a call only where its
+// tiles fill at least this fraction of their waves of CTAs (plan_common.cpp).
+constexpr double kDecodeGemvMinWaveFill = 0.85;
+uint32_t decode_gemv_filter(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
+                            PlanRequest::DecodeGemv request);
 StatusOr<KernelPlan> plan_decode_gemv(Arch arch, const DeviceProps &props, const GroupedShape &shape,
                                       uint32_t tile_m);
 

@@ -18,7 +18,7 @@ namespace ggemm {
 StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &shape,
                                 const ggemm_config *config, const PlanRequest &request) {
   // The decode GEMV first, as on sm_90a (plan_common.cpp, decode_gemv_filter).
-  if (const uint32_t tile_m = decode_gemv_filter(shape, config, request.decode_gemv))
+  if (const uint32_t tile_m = decode_gemv_filter(props, shape, config, request.decode_gemv))
     return plan_decode_gemv(Arch::kSm100a, props, shape, tile_m);
   const TileChoice tile = choose_tile(Arch::kSm100a, props, shape, config);
   const bool swiglu = shape.epilogue == GGEMM_EPILOGUE_SWIGLU;

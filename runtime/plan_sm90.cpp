@@ -271,7 +271,7 @@ StatusOr<KernelPlan> plan_sm90(const DeviceProps &props, const GroupedShape &sha
     return plan_short_k(props, shape, KernelFamily::kShortK, tile_m);
   if (const uint32_t tile_m = short_k_split_filter(props, shape, config, request.sm90_short_k))
     return plan_short_k(props, shape, KernelFamily::kShortKSplit, tile_m);
-  if (const uint32_t tile_m = decode_gemv_filter(shape, config, request.decode_gemv))
+  if (const uint32_t tile_m = decode_gemv_filter(props, shape, config, request.decode_gemv))
     return plan_decode_gemv(Arch::kSm90a, props, shape, tile_m);
   return plan_persistent(props, shape, config, request.sm90_k_slices);
 }

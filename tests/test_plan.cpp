@@ -1161,9 +1161,31 @@ TEST(DecodeGemv, TakesDecodeCallsWithTheTileOfTheirLargestGroup) {
   CallShape gate_up = moe_decode(1, 8);
   gate_up.epilogue = GGEMM_EPILOGUE_SWIGLU, gate_up.gather = true;
   EXPECT_EQ(decode_gemv_tile(h200(), gate_up, nullptr), 2u);
-  CallShape down = moe_decode(1, 1, 2048, 768);
+  CallShape down = moe_decode(1, 1, 4096, 1536);  // Qwen3-235B-A22B's down
   down.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
   EXPECT_EQ(decode_gemv_tile(h200(), down, nullptr), 1u);
+}
+
+TEST(DecodeGemv, TakesOnlyCallsWhoseTilesFillTheirWaves) {
+  // 132 SMs x 3 = 396 CTAs. Qwen3-30B-A3B at one token: gate_up (N 3072)
+  // is 8 rows x 96 tiles of 32 features, 768 tiles, 0.97 of two waves.
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 1, 3072, 2048), nullptr), 1u);
+  // Its down (N 2048): 512 tiles, 0.65 of two waves; to the persistent kernel.
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 1, 2048, 768), nullptr), 0u);
+  // Mixtral's down at one token (top-2 over 8 experts, N 4096): 2 x 128
+  // tiles, 0.65 of one wave.
+  CallShape mixtral = moe_decode(1, 1, 4096, 14336);
+  mixtral.m = 2, mixtral.num_groups = 8;
+  EXPECT_EQ(decode_gemv_tile(h200(), mixtral, nullptr), 0u);
+  // Its gate_up (N 28672): 1792 tiles, 0.91 of five waves.
+  mixtral.n = 28672, mixtral.k = 4096;
+  EXPECT_EQ(decode_gemv_tile(h200(), mixtral, nullptr), 1u);
+  // Qwen3-235B-A22B's down (N 4096): 1024 tiles, 0.86 of three waves.
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 1, 4096, 1536), nullptr), 1u);
+  // Forced, the wave rule does not apply.
+  CallShape forced = moe_decode(1, 1, 2048, 768);
+  forced.decode_gemv_request = 1;
+  EXPECT_EQ(decode_gemv_tile(h200(), forced, nullptr), 1u);
 }
 
 TEST(DecodeGemv, LeavesLargerGroupsAndWhatItCannotRunToTheOthers) {
@@ -1215,6 +1237,7 @@ TEST(DecodeGemv, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
       // 8 rows over 128 groups (tiles of 1 and 2), then 32 over 8 (up to 4).
       CallShape s = rows <= 2 ? moe_decode(1, rows) : moe_decode(4, rows);
       if (rows > 2) s.num_groups = 8;
+      s.decode_gemv_request = 1;  // every tile, whatever its waves fill (TakesOnlyCallsWhoseTilesFillTheirWaves)
       s.a_dtype = a, s.c_dtype = c;
       StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
       ASSERT_TRUE(plan.ok());
