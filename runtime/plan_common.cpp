@@ -231,6 +231,14 @@ uint32_t decode_gemv_filter(const DeviceProps &props, const GroupedShape &shape,
   uint32_t tile_m = 1;
   while (tile_m < sm90::kDecodeGemvMaxTileM && rows > int64_t(tile_m)) tile_m *= 2;
   if (request == PlanRequest::DecodeGemv::kWherePossible) return tile_m;
+  // A group past the tile reads its weights again for each further tile: a
+  // whole extra weight pass where the call is its weight reads. So where the
+  // caller bounds the groups, the bound must fit one tile. Measured on the
+  // H200 (16 tokens, every expert listed, docs/performance.md): Mixtral's
+  // groups of up to 6 rows in tiles of 4 took 599 us against the persistent
+  // kernel's 444, Qwen3's of up to 3-5 in tiles of 2 ran 5-6% slower cold.
+  // Without a bound (the MoE layer's calls) a group is bounded by M <= 8.
+  if (shape.max_rows_per_group > 0 && max_rows > int64_t(tile_m)) return 0;
   const int64_t tiles = row_block_bound(shape, tile_m) * column_blocks(shape, sm90::kDecodeGemvTileN);
   const int64_t grid = int64_t(props.sm_count) * sm90::kDecodeGemvMinBlocksPerSm;
   const int64_t waves = (tiles + grid - 1) / grid;

@@ -1146,8 +1146,10 @@ TEST(DecodeGemv, TakesDecodeCallsWithTheTileOfTheirLargestGroup) {
   EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 1), nullptr), 1u);
   EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(4, 2), nullptr), 2u);
   // Past twice the typical group (1 row: 32 rows over 128 groups) the
-  // bound does not set the tile: a group of 3 takes two tiles of 2.
-  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(4, 3), nullptr), 2u);
+  // bound does not set the tile, and a group of 3 would take two tiles of
+  // 2, reading its weights twice: the call is left to the persistent kernel
+  // (TakesOnlyCallsWhoseGroupsFitOneTile).
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(4, 3), nullptr), 0u);
   // Without the caller's bound a group is bounded by M, 8 at one token:
   // tiles of 2 (twice the typical group).
   EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 2u);
@@ -1158,12 +1160,28 @@ TEST(DecodeGemv, TakesDecodeCallsWithTheTileOfTheirLargestGroup) {
   EXPECT_EQ(decode_gemv_tile(h200(), few, nullptr), 4u);
   // The SwiGLU epilogue and gather on load run there too (the MoE layer's
   // gate_up at one token).
-  CallShape gate_up = moe_decode(1, 8);
+  CallShape gate_up = moe_decode(1, 0);  // the layer gives no bound
   gate_up.epilogue = GGEMM_EPILOGUE_SWIGLU, gate_up.gather = true;
   EXPECT_EQ(decode_gemv_tile(h200(), gate_up, nullptr), 2u);
   CallShape down = moe_decode(1, 1, 4096, 1536);  // Qwen3-235B-A22B's down
   down.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
   EXPECT_EQ(decode_gemv_tile(h200(), down, nullptr), 1u);
+}
+
+TEST(DecodeGemv, TakesOnlyCallsWhoseGroupsFitOneTile) {
+  // 16 tokens of top-8 over 128 experts, the caller's bound 3: tiles of 2
+  // (twice the typical group), so a group of 3 would read its weights twice.
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(16, 3), nullptr), 0u);
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(16, 2), nullptr), 2u);  // the bound fits
+  // Mixtral at 16 tokens: 32 rows over 8 experts, groups of up to 6 (tiles of 4).
+  CallShape mixtral = moe_decode(16, 6, 28672, 4096);
+  mixtral.m = 32, mixtral.num_groups = 8;
+  EXPECT_EQ(decode_gemv_tile(h200(), mixtral, nullptr), 0u);
+  mixtral.max_rows_per_group = 4;
+  EXPECT_EQ(decode_gemv_tile(h200(), mixtral, nullptr), 4u);
+  // Without a bound (the MoE layer's calls) M bounds a group: 8 rows at one
+  // token, tiles of 2, taken.
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 2u);
 }
 
 TEST(DecodeGemv, TakesOnlyCallsWhoseTilesFillTheirWaves) {
