@@ -524,8 +524,8 @@ std::vector<Case> cases() {
   // every output and epilogue. Then SwiGLU with a partial last tile (I 24:
   // tiles of 16 and 8 outputs), plain and gathering with hostile indices.
   // The GEMV runs them in the forced-plan suite (--decode_gemv=
-  // where_possible): calls this small fill too little of a wave for the
-  // automatic plan, which gives them to the persistent kernel.
+  // where_possible, which puts it before the short-K kernels); the
+  // automatic plan gives calls this small to the split short-K kernel.
   add_every_output_and_epilogue("decode_gemv_", {1, 0, 3, 8, 2, 5, 1}, {0, 1, -1, 2, 3, 0, 1}, 72, 264);
   for (bool gather : {false, true}) {
     Case c{std::string("decode_gemv_swiglu_i24_") + (gather ? "gather_hostile" : "plain")};

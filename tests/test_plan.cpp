@@ -1228,6 +1228,15 @@ TEST(DecodeGemv, LeavesLargerGroupsAndWhatItCannotRunToTheOthers) {
   CallShape forced = shape();
   forced.decode_gemv_request = 1;
   EXPECT_EQ(decode_gemv_tile(h200(), forced, nullptr), 4u);
+  // The short-K kernels' calls too (the decode_gemv_* GPU cases: 25 rows over
+  // 7 groups of at most 8, N 72, K 264, which the split short-K kernel takes
+  // when nothing is forced).
+  CallShape short_k = shape(8, 264);
+  short_k.m = 25, short_k.n = 72, short_k.num_groups = 7;
+  EXPECT_EQ(decode_gemv_tile(h200(), short_k, nullptr), 0u);
+  EXPECT_NE(sm90_short_k_split_tile(h200(), short_k, nullptr), 0u);
+  short_k.decode_gemv_request = 1;
+  EXPECT_EQ(decode_gemv_tile(h200(), short_k, nullptr), 4u);
 }
 
 TEST(PlanRequest, TheProcessWideRequestCarriesEveryField) {
