@@ -33,8 +33,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <type_traits>
-
+#include "../blocks/out_convert.h"
 #include "../blocks/swiglu.h"
 #include "decode_gemv_layout.h"
 #include "params.h"
@@ -103,15 +102,6 @@ struct GemvLaneValues {
   }
 };
 
-template <typename Elem>
-GGEMM_DEVICE float2 unpack_elem2(uint32_t v) {
-  if constexpr (std::is_same_v<Elem, __half>) {
-    return __half22float2(*reinterpret_cast<__half2 *>(&v));
-  } else {
-    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&v));
-  }
-}
-
 template <typename Elem, typename Out, int TileM>
 struct DecodeGemvSm90 {
   static_assert(TileM == 1 || TileM == 2 || TileM == 4, "rows a tile: 1, 2 or 4 (kDecodeGemvMaxTileM)");
@@ -172,14 +162,14 @@ struct DecodeGemvSm90 {
         const uint32_t xs[4] = {x[u][t].x, x[u][t].y, x[u][t].z, x[u][t].w};
         float2 xf[4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) xf[q] = unpack_elem2<Elem>(xs[q]);
+        for (int q = 0; q < 4; ++q) xf[q] = OutConvert<Elem>::unpack2(xs[q]);
 #pragma unroll
         for (int f = 0; f < kRows; ++f) {
           const uint32_t ws[4] = {w[u][f].x, w[u][f].y, w[u][f].z, w[u][f].w};
           float a = acc[f * TileM + t];
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
-            const float2 wf = unpack_elem2<Elem>(ws[q]);
+            const float2 wf = OutConvert<Elem>::unpack2(ws[q]);
             a = fmaf(wf.x, xf[q].x, a);
             a = fmaf(wf.y, xf[q].y, a);
           }

@@ -133,7 +133,6 @@ GGEMM_DEVICE GroupedProblem stage_routing_table(const Sm90GroupedParams &p, uint
   return problem;
 }
 
-
 // KSplit 1: each CTA a whole tile (K <= kShortKMaxK). KSplit kShortKSplit:
 // a cluster of that many CTAs a tile, each one slice of K (short_k_slice),
 // rank 0 summing the partials and storing (K <= kShortKSplitMaxK).
