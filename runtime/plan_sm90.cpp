@@ -267,17 +267,16 @@ StatusOr<KernelPlan> plan_persistent(const DeviceProps &props, const GroupedShap
 
 StatusOr<KernelPlan> plan_sm90(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                                const PlanRequest &request) {
+  const uint32_t gemv_tile_m = decode_gemv_filter(props, shape, config, request.decode_gemv);
   // A forced GEMV (the forced-plan GPU suite's --decode_gemv=where_possible)
   // comes first, so it takes every call it can run, the short-K kernels' too.
-  if (request.decode_gemv == PlanRequest::DecodeGemv::kWherePossible)
-    if (const uint32_t tile_m = decode_gemv_filter(props, shape, config, request.decode_gemv))
-      return plan_decode_gemv(Arch::kSm90a, props, shape, tile_m);
+  const bool gemv_forced = request.decode_gemv == PlanRequest::DecodeGemv::kWherePossible;
+  if (gemv_tile_m && gemv_forced) return plan_decode_gemv(Arch::kSm90a, props, shape, gemv_tile_m);
   if (const uint32_t tile_m = short_k_filter(props, shape, config, request.sm90_short_k))
     return plan_short_k(props, shape, KernelFamily::kShortK, tile_m);
   if (const uint32_t tile_m = short_k_split_filter(props, shape, config, request.sm90_short_k))
     return plan_short_k(props, shape, KernelFamily::kShortKSplit, tile_m);
-  if (const uint32_t tile_m = decode_gemv_filter(props, shape, config, request.decode_gemv))
-    return plan_decode_gemv(Arch::kSm90a, props, shape, tile_m);
+  if (gemv_tile_m) return plan_decode_gemv(Arch::kSm90a, props, shape, gemv_tile_m);
   return plan_persistent(props, shape, config, request.sm90_k_slices);
 }
 
