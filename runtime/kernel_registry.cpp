@@ -28,12 +28,12 @@ constexpr bool kKMajor_kmajor = true, kKMajor_mnmajor = false;
 #define GGEMM_SM90_SWIGLU_ENTRY(E, EN, O, ON, TM)                                                    \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM)), Arch::kSm90a,                \
               KernelFamily::kPersistentSwiglu, kDtype_##EN, kDtype_##ON, true, TM, 1},
-#define GGEMM_SM90_DECODE_GEMV_ENTRY(E, EN, O, ON, TM)                                            \
-  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM)), Arch::kSm90a,         \
-              KernelFamily::kDecodeGemv, kDtype_##EN, kDtype_##ON, true, TM, 1},
-#define GGEMM_SM100_DECODE_GEMV_ENTRY(E, EN, O, ON, TM)                                           \
-  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM100_DECODE_GEMV_KERNEL_NAME(EN, ON, TM)), Arch::kSm100a,        \
-              KernelFamily::kDecodeGemv, kDtype_##EN, kDtype_##ON, true, TM, 1},
+#define GGEMM_SM90_DECODE_GEMV_ENTRY(E, EN, O, ON, TM, CTAS)                                       \
+  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM, CTAS)), Arch::kSm90a,   \
+              KernelFamily::kDecodeGemv, kDtype_##EN, kDtype_##ON, true, TM, CTAS},
+#define GGEMM_SM100_DECODE_GEMV_ENTRY(E, EN, O, ON, TM, CTAS)                                      \
+  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM100_DECODE_GEMV_KERNEL_NAME(EN, ON, TM, CTAS)), Arch::kSm100a,  \
+              KernelFamily::kDecodeGemv, kDtype_##EN, kDtype_##ON, true, TM, CTAS},
 #define GGEMM_SM100_ENTRY(E, EN, O, ON, L, LN, TM, CG, SUF)                                                  \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM100_KERNEL_NAME(EN, ON, LN, TM, SUF)), Arch::kSm100a,                   \
               KernelFamily::kPersistent, kDtype_##EN, kDtype_##ON, kKMajor_##LN, TM, CG},

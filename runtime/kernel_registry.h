@@ -26,7 +26,8 @@ struct KernelEntry {
   ggemm_dtype in, out;
   bool kmajor;       // weights [E, N, K] (transpose_b); else [E, K, N]
   uint32_t tile_m;   // tokens per tile
-  uint32_t cluster;  // CTAs per cluster: sm_90a cluster_m, sm_100a cta_group, the split count
+  uint32_t cluster;  // CTAs per cluster: sm_90a cluster_m, sm_100a cta_group, the split count;
+                     // the decode GEMV's CTAs an SM (its launch bounds)
 };
 
 struct KernelTable {

@@ -201,14 +201,14 @@ void narrow_plan(KernelPlan *p, const GroupedShape &shape) {
 
 // The decode GEMV's tile for this call, or 0 when it does not take it.
 // Groups of up to kDecodeGemvMaxRows rows as far as the caller's bound
-// tells: one token routes a row to each of its top-k experts, and
-// torch-style decode calls and the MoE layer (the rows-per-group bound
-// unknown) bound a group by M, 8 at one token of top-8. The tile: the
-// smallest of 1, 2 and 4 rows holding that bound or twice the typical
-// group, whichever is less (at one token of top-8 over 128 experts the
-// typical group is 1 row: tiles of 2, not 4, whose four times the FMAs and
-// half the loads in flight would be spent on empty rows). A group larger
-// than the tile takes a tile per tile_m rows, each reading its weights again.
+// tells: one token routes a row to each of its top-k experts (the MoE
+// layer bounds a group by its tokens, api/src/moe_api.cpp), and calls
+// without a bound bound a group by M, 8 at one token of top-8. The tile: the
+// smallest of 1, 2 and 4 rows holding that bound. A tile of fewer rows runs
+// the smaller instantiation's multiply (DecodeGemvSm90::multiply_rows), so
+// a tile larger than most groups costs its kernel's registers, not FMAs. A
+// group larger than the tile takes a tile per tile_m rows, each reading its
+// weights again.
 //
 // And only where its tiles fill their waves: a GEMV CTA takes whole tiles,
 // each a few dependent trips to DRAM, so a last wave on a fraction of the
@@ -219,7 +219,10 @@ void narrow_plan(KernelPlan *p, const GroupedShape &shape) {
 // persistent kernel's 9.6; Mixtral down, 256 tiles, 72.2 against 60.8) lose,
 // Qwen3-235B down at 0.86 is level (31.2 against 30.7), every call at 0.9
 // or more wins (Qwen3-30B gate_up at 0.97: 14.9 against 18.5).
-// kDecodeGemvMinWaveFill is the line between them.
+// kDecodeGemvMinWaveFill is the line between them. The waves are those of
+// the CTA count that fills them best (decode_gemv_waves): tiles of 1 row
+// run four CTAs an SM as well as three, so Qwen3-30B down's 512 tiles fill
+// 0.97 of one wave of 528 CTAs.
 uint32_t decode_gemv_filter(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                             PlanRequest::DecodeGemv request) {
   if (request == PlanRequest::DecodeGemv::kNever || config) return 0;  // a config describes the persistent kernel
@@ -227,9 +230,8 @@ uint32_t decode_gemv_filter(const DeviceProps &props, const GroupedShape &shape,
   if (shape.split0 != 0 || shape.split1 != 0 || shape.a_planes) return 0;  // one output view, one plane
   const int64_t max_rows = max_rows_bound(shape);
   if (request != PlanRequest::DecodeGemv::kWherePossible && max_rows > int64_t(sm90::kDecodeGemvMaxRows)) return 0;
-  const int64_t rows = std::min(max_rows, 2 * typical_rows(shape, max_rows));
   uint32_t tile_m = 1;
-  while (tile_m < sm90::kDecodeGemvMaxTileM && rows > int64_t(tile_m)) tile_m *= 2;
+  while (tile_m < sm90::kDecodeGemvMaxTileM && max_rows > int64_t(tile_m)) tile_m *= 2;
   if (request == PlanRequest::DecodeGemv::kWherePossible) return tile_m;
   // A group past the tile reads its weights again for each further tile: a
   // whole extra weight pass where the call is its weight reads. So where the
@@ -237,25 +239,45 @@ uint32_t decode_gemv_filter(const DeviceProps &props, const GroupedShape &shape,
   // H200 (16 tokens, every expert listed, docs/performance.md): Mixtral's
   // groups of up to 6 rows in tiles of 4 took 599 us against the persistent
   // kernel's 444, Qwen3's of up to 3-5 in tiles of 2 ran 5-6% slower cold.
-  // Without a bound (the MoE layer's calls) a group is bounded by M <= 8.
+  // Without a bound a group is bounded by M <= 8 (tiles of 4 from M = 3).
   if (shape.max_rows_per_group > 0 && max_rows > int64_t(tile_m)) return 0;
+  // The GEMV streams the routed weights at 0.85-0.9 of the copy floor
+  // whatever the call; the persistent kernel's pipelines reach more as the
+  // rows grow (0.67 of it at one token of top-8, 0.92-1.0 at 16): measured
+  // on the H200 (sustained, docs/performance.md) at 16 tokens of top-8, M
+  // 128, groups of up to 3 rows in tiles of 4, Qwen3-30B down took 65.8 us
+  // on the GEMV against 62.1, Qwen3-235B gate_up 509 against 486 cold; at 4
+  // tokens, M 32, every call won on it. So the GEMV keeps to M <= 64 (8
+  // tokens of top-8).
+  if (shape.m > kDecodeGemvMaxCallRows) return 0;
+  return decode_gemv_waves(props, shape, tile_m).fill >= kDecodeGemvMinWaveFill ? tile_m : 0;
+}
+
+DecodeGemvWaves decode_gemv_waves(const DeviceProps &props, const GroupedShape &shape, uint32_t tile_m) {
   const int64_t tiles = row_block_bound(shape, tile_m) * column_blocks(shape, sm90::kDecodeGemvTileN);
-  const int64_t grid = int64_t(props.sm_count) * sm90::kDecodeGemvMinBlocksPerSm;
-  const int64_t waves = (tiles + grid - 1) / grid;
-  return double(tiles) >= kDecodeGemvMinWaveFill * double(waves * grid) ? tile_m : 0;
+  DecodeGemvWaves best{sm90::kDecodeGemvMinCtasPerSm, 0.0};
+  for (uint32_t ctas = sm90::decode_gemv_max_ctas_per_sm(tile_m); ctas >= sm90::kDecodeGemvMinCtasPerSm; --ctas) {
+    const int64_t grid = int64_t(props.sm_count) * ctas;
+    const int64_t waves = (tiles + grid - 1) / grid;
+    const double fill = waves > 0 ? double(tiles) / double(waves * grid) : 0.0;
+    if (fill > best.fill) best = {ctas, fill};
+  }
+  return best;
 }
 
 StatusOr<KernelPlan> plan_decode_gemv(Arch arch, const DeviceProps &props, const GroupedShape &shape,
                                       uint32_t tile_m) {
   KernelPlan p;
-  p.kernel = find_kernel(arch, KernelFamily::kDecodeGemv, shape.a_dtype, shape.c_dtype, true, tile_m, 1);
+  const uint32_t ctas_per_sm = decode_gemv_waves(props, shape, tile_m).ctas_per_sm;
+  p.kernel = find_kernel(arch, KernelFamily::kDecodeGemv, shape.a_dtype, shape.c_dtype, true, tile_m, ctas_per_sm);
   if (!p.kernel)
-    return error(GGEMM_STATUS_INTERNAL_ERROR, "no %s decode GEMV kernel with tile_m %u", arch_name(arch), tile_m);
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "no %s decode GEMV kernel with tile_m %u at %u CTAs an SM",
+                 arch_name(arch), tile_m, ctas_per_sm);
   p.tile_m = tile_m;
   p.tile_n = sm90::kDecodeGemvTileN;
   p.threads = sm90::kDecodeGemvThreads;
   p.smem_bytes = sm90::decode_gemv_layout().total_bytes();
-  p.ctas_per_sm = sm90::kDecodeGemvMinBlocksPerSm;
+  p.ctas_per_sm = ctas_per_sm;
   p.max_clusters = max_clusters(p, shape, props);
   return p;
 }

@@ -38,6 +38,16 @@ TileChoice choose_tile(Arch arch, const DeviceProps &props, const GroupedShape &
 // does not take the call; then its plan. It takes a call only where its
 // tiles fill at least this fraction of their waves of CTAs (plan_common.cpp).
 constexpr double kDecodeGemvMinWaveFill = 0.85;
+// And only calls of at most this many rows in all (plan_common.cpp says why).
+constexpr int64_t kDecodeGemvMaxCallRows = 64;
+// The GEMV's CTAs an SM for this call: of the counts its tile's registers
+// allow (three, and four for tiles of 1 row), the one whose waves its tiles
+// fill best (the first, the most CTAs, on a tie); and that fill.
+struct DecodeGemvWaves {
+  uint32_t ctas_per_sm;
+  double fill;
+};
+DecodeGemvWaves decode_gemv_waves(const DeviceProps &props, const GroupedShape &shape, uint32_t tile_m);
 uint32_t decode_gemv_filter(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                             PlanRequest::DecodeGemv request);
 StatusOr<KernelPlan> plan_decode_gemv(Arch arch, const DeviceProps &props, const GroupedShape &shape,

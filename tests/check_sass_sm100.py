@@ -73,7 +73,7 @@ GROUPED_RULES = [
 # The decode GEMV (ptx/sm90/decode_gemv.cuh, built for sm_100a too) has no
 # tensor-core instruction: it must hold its 16-byte weight loads that bypass
 # L1 and its fp32 FMAs instead of the tcgen05 set.
-GEMV = re.compile(r"ggemm_sm100_decode_gemv_(bf16|fp16)_(bf16|fp16|fp32)_kmajor_m(\d+)")
+GEMV = re.compile(r"ggemm_sm100_decode_gemv_(bf16|fp16)_(bf16|fp16|fp32)_kmajor_m(\d+)_c(\d+)")
 GEMV_REQUIRED = [
     ("weight-ld", "16-byte loads past L1 (ld.global.nc.L1::no_allocate.v4)", r"LDG\.E\.NA\.128(\.[A-Z0-9_]+)*"),
     ("ffma", "fp32 FMA", r"FFMA(\.[A-Z0-9_]+)*"),

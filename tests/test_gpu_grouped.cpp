@@ -539,6 +539,24 @@ std::vector<Case> cases() {
     c.unowned_rows = 0;
     add(c);
   }
+  // Tiles of 1 row under the automatic plan (8 groups of 1 row, the bound
+  // 1): Qwen3-30B-A3B's gate_up and down at one token, 384 and 512 tiles,
+  // which on the H200's 132 SMs take the kernels of three and of four CTAs
+  // an SM (decode_gemv_layout.h); store, row scale, fp32 accumulate.
+  for (const auto &[n, k] : {std::pair<int64_t, int64_t>{1536, 2048}, {2048, 768}})
+    for (const auto &[epilogue, out] : {std::pair{GGEMM_EPILOGUE_STORE, GGEMM_DTYPE_BF16},
+                                        {GGEMM_EPILOGUE_ROW_SCALE, GGEMM_DTYPE_BF16},
+                                        {GGEMM_EPILOGUE_ACCUMULATE, GGEMM_DTYPE_FP32}}) {
+      Case c{"decode_gemv_one_row_n" + std::to_string(n) + "_" +
+             (epilogue == GGEMM_EPILOGUE_STORE ? "store" : epilogue == GGEMM_EPILOGUE_ROW_SCALE ? "row_scale" : "accumulate")};
+      c.rows = {1, 1, 1, 1, 1, 1, 1, 1};
+      c.num_experts = 8;
+      c.n = n;
+      c.k = k;
+      c.out = out;
+      c.epilogue = epilogue;
+      add(c);
+    }
   add({"short_k_split_k136", {8, 2, 0, 6}, {}, 104, 136, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_BF16, true});
   add({"short_k_split_k4096_two_col_blocks", {8, 5, 8, 1}, {}, 192, 4096, 3, GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP32,
        true});

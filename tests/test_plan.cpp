@@ -26,6 +26,7 @@
 #include "runtime/device.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/plan.h"
+#include "runtime/plan_rules.h"
 
 namespace ggemm {
 namespace {
@@ -1145,63 +1146,92 @@ uint32_t decode_gemv_tile(const DeviceProps &props, const CallShape &s, const gg
 TEST(DecodeGemv, TakesDecodeCallsWithTheTileOfTheirLargestGroup) {
   EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 1), nullptr), 1u);
   EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(4, 2), nullptr), 2u);
-  // Past twice the typical group (1 row: 32 rows over 128 groups) the
-  // bound does not set the tile, and a group of 3 would take two tiles of
-  // 2, reading its weights twice: the call is left to the persistent kernel
-  // (TakesOnlyCallsWhoseGroupsFitOneTile).
-  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(4, 3), nullptr), 0u);
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(4, 3), nullptr), 4u);  // the smallest tile holding the bound
   // Without the caller's bound a group is bounded by M, 8 at one token:
-  // tiles of 2 (twice the typical group).
-  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 2u);
+  // tiles of 4 (a group of one row still runs the one-row multiply).
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 4u);
+  CallShape two = moe_decode(1, 0, 28672, 4096);
+  two.m = 2, two.num_groups = 8;  // Mixtral's gate_up, M 2: tiles of 2
+  EXPECT_EQ(decode_gemv_tile(h200(), two, nullptr), 2u);
   // Few groups, each of several rows (Mixtral-like: 8 experts, 32 rows):
   // the bound, 4.
   CallShape few = moe_decode(4, 4);
   few.num_groups = 8;
   EXPECT_EQ(decode_gemv_tile(h200(), few, nullptr), 4u);
   // The SwiGLU epilogue and gather on load run there too (the MoE layer's
-  // gate_up at one token).
-  CallShape gate_up = moe_decode(1, 0);  // the layer gives no bound
+  // gate_up at one token, its groups bounded by the one token).
+  CallShape gate_up = moe_decode(1, 1);
   gate_up.epilogue = GGEMM_EPILOGUE_SWIGLU, gate_up.gather = true;
-  EXPECT_EQ(decode_gemv_tile(h200(), gate_up, nullptr), 2u);
+  EXPECT_EQ(decode_gemv_tile(h200(), gate_up, nullptr), 1u);
   CallShape down = moe_decode(1, 1, 4096, 1536);  // Qwen3-235B-A22B's down
   down.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
   EXPECT_EQ(decode_gemv_tile(h200(), down, nullptr), 1u);
 }
 
 TEST(DecodeGemv, TakesOnlyCallsWhoseGroupsFitOneTile) {
-  // 16 tokens of top-8 over 128 experts, the caller's bound 3: tiles of 2
-  // (twice the typical group), so a group of 3 would read its weights twice.
-  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(16, 3), nullptr), 0u);
-  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(16, 2), nullptr), 2u);  // the bound fits
-  // Mixtral at 16 tokens: 32 rows over 8 experts, groups of up to 6 (tiles of 4).
+  // A bound past the largest tile (4 rows) would read a group's weights once
+  // per tile: Mixtral at 16 tokens, 32 rows over 8 experts, groups of up to 6.
   CallShape mixtral = moe_decode(16, 6, 28672, 4096);
   mixtral.m = 32, mixtral.num_groups = 8;
   EXPECT_EQ(decode_gemv_tile(h200(), mixtral, nullptr), 0u);
   mixtral.max_rows_per_group = 4;
   EXPECT_EQ(decode_gemv_tile(h200(), mixtral, nullptr), 4u);
-  // Without a bound (the MoE layer's calls) M bounds a group: 8 rows at one
-  // token, tiles of 2, taken.
-  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 2u);
+  // 8 tokens of top-8 over 128 experts, groups of up to 3 or 5.
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(8, 3), nullptr), 4u);
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(8, 5), nullptr), 0u);
+  // Without a bound M bounds a group: 8 rows at one token, tiles of 4
+  // (a group of 8 rows would take two), taken.
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 0), nullptr), 4u);
+}
+
+TEST(DecodeGemv, TakesOnlyCallsOfAtMost64Rows) {
+  // 16 tokens of top-8 (M 128), groups of up to 3: the persistent kernel
+  // streams the weights closer to the floor there (kDecodeGemvMaxCallRows).
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(16, 3, 2048, 768), nullptr), 0u);
+  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(8, 3, 2048, 768), nullptr), 4u);
+  // Forced, it takes them.
+  CallShape forced = moe_decode(16, 3, 2048, 768);
+  forced.decode_gemv_request = 1;
+  EXPECT_EQ(decode_gemv_tile(h200(), forced, nullptr), 4u);
 }
 
 TEST(DecodeGemv, TakesOnlyCallsWhoseTilesFillTheirWaves) {
-  // 132 SMs x 3 = 396 CTAs. Qwen3-30B-A3B at one token: gate_up (N 3072)
-  // is 8 rows x 96 tiles of 32 features, 768 tiles, 0.97 of two waves.
-  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 1, 3072, 2048), nullptr), 1u);
-  // Its down (N 2048): 512 tiles, 0.65 of two waves; to the persistent kernel.
-  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 1, 2048, 768), nullptr), 0u);
+  // 132 SMs: 396 CTAs at three an SM, 528 at four (tiles of 1 row only).
+  // One token of top-8, a gate_up of N 3072 (Qwen3-235B-A22B's): 8 rows x
+  // 96 tiles of 32 features, 768 tiles: 0.73 of two waves of 528, 0.97 of
+  // two of 396. Three CTAs an SM: the kernel bounded to three.
+  const CallShape gate_up = moe_decode(1, 1, 3072, 2048);
+  EXPECT_EQ(decode_gemv_tile(h200(), gate_up, nullptr), 1u);
+  EXPECT_EQ(decode_gemv_waves(h200(), gate_up, 1).ctas_per_sm, 3u);
+  StatusOr<KernelPlan> gate_up_plan = plan_sm90(h200(), gate_up, nullptr, request_of(gate_up));
+  ASSERT_TRUE(gate_up_plan.ok());
+  EXPECT_EQ(gate_up_plan->kernel->cluster, 3u);
+  EXPECT_STREQ(gate_up_plan->kernel->name, "ggemm_sm90_decode_gemv_bf16_bf16_kmajor_m1_c3");
+  // Its down (N 2048): 512 tiles, 0.65 of two waves of 396, 0.97 of one of 528.
+  const CallShape down = moe_decode(1, 1, 2048, 768);
+  EXPECT_EQ(decode_gemv_tile(h200(), down, nullptr), 1u);
+  EXPECT_EQ(decode_gemv_waves(h200(), down, 1).ctas_per_sm, 4u);
+  StatusOr<KernelPlan> plan = plan_sm90(h200(), down, nullptr, request_of(down));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->ctas_per_sm, 4u);
+  EXPECT_STREQ(plan->kernel->name, "ggemm_sm90_decode_gemv_bf16_bf16_kmajor_m1_c4");  // bounded to four
+  EXPECT_EQ(plan->max_clusters, 512);  // every tile a CTA, one wave
+  // Tiles of 2 rows run three CTAs an SM only: at 4 tokens (32 rows, groups
+  // of up to 2, tiles of 2) Qwen3-30B down is 32 x 64 = 2048 tiles, 0.86 of
+  // six waves of 396.
+  EXPECT_EQ(decode_gemv_waves(h200(), moe_decode(4, 2, 2048, 768), 2).ctas_per_sm, 3u);
   // Mixtral's down at one token (top-2 over 8 experts, N 4096): 2 x 128
-  // tiles, 0.65 of one wave.
+  // tiles, 0.65 of one wave of 396, 0.48 of one of 528: neither fills.
   CallShape mixtral = moe_decode(1, 1, 4096, 14336);
   mixtral.m = 2, mixtral.num_groups = 8;
   EXPECT_EQ(decode_gemv_tile(h200(), mixtral, nullptr), 0u);
-  // Its gate_up (N 28672): 1792 tiles, 0.91 of five waves.
+  // Its gate_up (N 28672): 1792 tiles, 0.91 of five waves of 396.
   mixtral.n = 28672, mixtral.k = 4096;
   EXPECT_EQ(decode_gemv_tile(h200(), mixtral, nullptr), 1u);
-  // Qwen3-235B-A22B's down (N 4096): 1024 tiles, 0.86 of three waves.
-  EXPECT_EQ(decode_gemv_tile(h200(), moe_decode(1, 1, 4096, 1536), nullptr), 1u);
+  EXPECT_EQ(decode_gemv_waves(h200(), mixtral, 1).ctas_per_sm, 3u);
   // Forced, the wave rule does not apply.
-  CallShape forced = moe_decode(1, 1, 2048, 768);
+  CallShape forced = mixtral;
+  forced.n = 4096, forced.k = 14336;
   forced.decode_gemv_request = 1;
   EXPECT_EQ(decode_gemv_tile(h200(), forced, nullptr), 1u);
 }
@@ -1260,9 +1290,11 @@ TEST(DecodeGemv, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
   for (const KernelEntry &e : kernel_table())
     if (e.arch == Arch::kSm90a && e.family == KernelFamily::kDecodeGemv) table.insert(e.name);
   expect_rule_and_table_agree(table, [](ggemm_dtype a, ggemm_dtype c, std::vector<std::string> *names) {
-    for (int64_t rows : {1, 2, 3, 4, 8}) {
-      // 8 rows over 128 groups (tiles of 1 and 2), then 32 over 8 (up to 4).
-      CallShape s = rows <= 2 ? moe_decode(1, rows) : moe_decode(4, rows);
+    for (int64_t rows : {0, 1, 2, 3, 4, 8}) {
+      // 8 rows over 128 groups (tiles of 1 and 2; rows 0: tiles of 1 at four
+      // CTAs an SM, TakesOnlyCallsWhoseTilesFillTheirWaves), then 32 over 8
+      // (up to 4).
+      CallShape s = rows == 0 ? moe_decode(1, 1, 2048, 768) : rows <= 2 ? moe_decode(1, rows) : moe_decode(4, rows);
       if (rows > 2) s.num_groups = 8;
       s.decode_gemv_request = 1;  // every tile, whatever its waves fill (TakesOnlyCallsWhoseTilesFillTheirWaves)
       s.a_dtype = a, s.c_dtype = c;
@@ -1272,7 +1304,9 @@ TEST(DecodeGemv, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
       names->push_back(plan->kernel->name);
     }
   });
-  EXPECT_EQ(table.size(), 18u);
+  // 2 operand dtypes x 3 output dtypes x tiles of 1 (three and four CTAs an
+  // SM), 2 and 4.
+  EXPECT_EQ(table.size(), 24u);
 }
 
 #define GGEMM_TEST_COLLECT_SHORT_K_SPLIT_NAME(E, EN, O, ON, TM)                                     \
@@ -2221,9 +2255,10 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortKSplit}]), 12);
   // SwiGLU-only: 2 operand x 2 16-bit output dtypes, tile_m 256.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistentSwiglu}]), 4);
-  // Decode GEMV: 2 operand x 3 output dtypes x tiles 1, 2, 4, on each architecture.
-  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kDecodeGemv}]), 18);
-  EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kDecodeGemv}]), 18);
+  // Decode GEMV: 2 operand x 3 output dtypes x tiles 1 (at three and four
+  // CTAs an SM), 2, 4, on each architecture.
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kDecodeGemv}]), 24);
+  EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kDecodeGemv}]), 24);
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kPersistent}]), 108);
 }
 

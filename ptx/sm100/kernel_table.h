@@ -45,7 +45,7 @@
 // The decode GEMV (ptx/sm90/decode_gemv.cuh, plain CUDA with no sm_90a
 // instruction), built for sm_100a too: the same instantiations as sm_90a's
 // (GGEMM_SM90_DECODE_GEMV_KERNELS), named ggemm_sm100_decode_gemv_*.
-#define GGEMM_SM100_DECODE_GEMV_KERNEL_NAME(EN, ON, TM) ggemm_sm100_decode_gemv_##EN##_##ON##_kmajor_m##TM
+#define GGEMM_SM100_DECODE_GEMV_KERNEL_NAME(EN, ON, TM, CTAS) ggemm_sm100_decode_gemv_##EN##_##ON##_kmajor_m##TM##_c##CTAS
 
 // The smallest tile_m instantiated for a cta_group.
 #define GGEMM_SM100_MIN_TILE_M(cta_group) ((cta_group) == 2 ? 32 : 16)

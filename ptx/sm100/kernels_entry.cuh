@@ -16,9 +16,8 @@
 
 // The decode GEMV (its parameters are the sm_90a kernels', a superset of
 // GroupedGemmParams: it reads the operands through their pointers).
-#define GGEMM_SM100_DEFINE_DECODE_GEMV_KERNEL(E, EN, O, ON, TM)                                                \
-  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kDecodeGemvThreads,                                 \
-                                               ggemm::sm90::kDecodeGemvMinBlocksPerSm)                            \
-      GGEMM_SM100_DECODE_GEMV_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::Sm90GroupedParams p) {     \
+#define GGEMM_SM100_DEFINE_DECODE_GEMV_KERNEL(E, EN, O, ON, TM, CTAS)                                           \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kDecodeGemvThreads, CTAS)                           \
+      GGEMM_SM100_DECODE_GEMV_KERNEL_NAME(EN, ON, TM, CTAS)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
     ggemm::sm90::DecodeGemvSm90<E, O, TM>::run(p);                                                               \
   }

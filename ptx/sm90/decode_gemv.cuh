@@ -124,7 +124,22 @@ struct DecodeGemvSm90 {
                                kDecodeGemvTileN);
     const uint64_t tiles = row_blocks * sched.col_blocks();
     GroupedTile tile;
-    for (uint64_t t = blockIdx.x; t < tiles && sched.next_warp(t, &tile); t += gridDim.x) multiply_tile(p, tile);
+    for (uint64_t t = blockIdx.x; t < tiles && sched.next_warp(t, &tile); t += gridDim.x) multiply_rows(p, tile);
+  }
+
+  // A tile holding fewer rows than TileM (a group's last, or a group smaller
+  // than the caller's bound: tiles hold the bound, most decode groups are
+  // one row) is multiplied by the smallest instantiation that holds its
+  // rows: the same 32 weight rows, the same loads, without the FMAs and
+  // token loads of the empty rows.
+  GGEMM_DEVICE static void multiply_rows(const Sm90GroupedParams &p, const GroupedTile &tile) {
+    if constexpr (TileM > 1) {
+      if (tile.rows <= uint32_t(TileM / 2)) {
+        DecodeGemvSm90<Elem, Out, TileM / 2>::multiply_rows(p, tile);
+        return;
+      }
+    }
+    multiply_tile(p, tile);
   }
 
   // The activation row a tile row reads (its gather index, or the row

@@ -11,7 +11,17 @@ namespace ggemm::sm90 {
 constexpr uint32_t kDecodeGemvThreads = kShortKThreads;  // four warps: the short-K routing table's CTA
 constexpr uint32_t kDecodeGemvRows = 8;                  // weight rows a warp multiplies
 constexpr uint32_t kDecodeGemvTileN = 4 * kDecodeGemvRows;  // weight rows a tile (columns of N)
-constexpr uint32_t kDecodeGemvMinBlocksPerSm = 3;        // CTAs an SM by the launch bounds' registers
+// CTAs an SM by the launch bounds' registers (the kernels' __launch_bounds__,
+// kernel_table.h): three for every tile (up to 168 registers: tiles of 2
+// and 4 take about 160). Tiles of 1 row also have kernels bounded to four
+// (128 registers), launched only where four CTAs an SM fill the waves
+// better (decode_gemv_waves): at 128 registers the compiler issues the
+// second K step's loads after the first's FMAs, half the bytes in flight,
+// and at three CTAs an SM those kernels took 12-18% longer than the 136-
+// register ones (H200, docs/performance.md), while Qwen3-30B-A3B down at
+// one token, 512 tiles, gains a whole wave at four (9.5 -> 8.7 us).
+GGEMM_HOST_DEVICE constexpr uint32_t decode_gemv_max_ctas_per_sm(uint32_t tile_m) { return tile_m == 1 ? 4 : 3; }
+constexpr uint32_t kDecodeGemvMinCtasPerSm = 3;
 // Rows a tile (the kernels of ptx/sm90/kernel_table.h): the products of a
 // weight row with 1, 2 or 4 token rows accumulate in one pass over it (8
 // spill the launch bounds' 168 registers; a group of more rows takes a

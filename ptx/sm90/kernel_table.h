@@ -13,7 +13,7 @@
 #define GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM) ggemm_sm90_grouped_##EN##_##ON##_kmajor_m##TM##_swiglu
 #define GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM
 #define GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM##_split8
-#define GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM) ggemm_sm90_decode_gemv_##EN##_##ON##_kmajor_m##TM
+#define GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM, CTAS) ggemm_sm90_decode_gemv_##EN##_##ON##_kmajor_m##TM##_c##CTAS
 
 // tile_m 16..128 for every output dtype; 256 only for 16-bit outputs (fp32
 // staging of 256 tokens x 128 features is 128 KB and the m256 fp32 epilogue
@@ -89,12 +89,15 @@
   GGEMM_SM90_SHORT_K_SPLIT_KERNELS_BF16(Y) GGEMM_SM90_SHORT_K_SPLIT_KERNELS_FP16(Y)
 
 // The decode GEMV kernels (decode_gemv.cuh): K-major weights, every output
-// dtype, tiles of 1, 2 and 4 rows (kDecodeGemvMaxTileM).
-// Y(elem, elem_name, out, out_name, tile_m)
+// dtype, tiles of 1, 2 and 4 rows (kDecodeGemvMaxTileM), each with launch
+// bounds of three CTAs an SM, and tiles of 1 row with four as well
+// (decode_gemv_layout.h says why both).
+// Y(elem, elem_name, out, out_name, tile_m, ctas_per_sm)
 #define GGEMM_SM90_DECODE_GEMV_FOR_TILE_M(Y, E, EN, O, ON) \
-  Y(E, EN, O, ON, 1)                                       \
-  Y(E, EN, O, ON, 2)                                       \
-  Y(E, EN, O, ON, 4)
+  Y(E, EN, O, ON, 1, 3)                                    \
+  Y(E, EN, O, ON, 1, 4)                                    \
+  Y(E, EN, O, ON, 2, 3)                                    \
+  Y(E, EN, O, ON, 4, 3)
 #define GGEMM_SM90_DECODE_GEMV_KERNELS_BF16(Y) \
   GGEMM_SM90_SHORT_K_FOR_OUT(Y, GGEMM_SM90_DECODE_GEMV_FOR_TILE_M, __nv_bfloat16, bf16)
 #define GGEMM_SM90_DECODE_GEMV_KERNELS_FP16(Y) \

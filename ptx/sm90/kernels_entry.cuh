@@ -36,10 +36,9 @@
     ggemm::sm90::ShortKGroupedGemmSm90<E, O, TM, ggemm::sm90::kShortKSplit>::run(p);                             \
   }
 
-// Decode GEMV kernels: up to kDecodeGemvMinBlocksPerSm CTAs an SM by registers.
-#define GGEMM_SM90_DEFINE_DECODE_GEMV_KERNEL(E, EN, O, ON, TM)                                                 \
-  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kDecodeGemvThreads,                                 \
-                                               ggemm::sm90::kDecodeGemvMinBlocksPerSm)                            \
-      GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::Sm90GroupedParams p) {      \
+// Decode GEMV kernels: CTAS CTAs an SM by registers (the launch bounds).
+#define GGEMM_SM90_DEFINE_DECODE_GEMV_KERNEL(E, EN, O, ON, TM, CTAS)                                            \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kDecodeGemvThreads, CTAS)                           \
+      GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM, CTAS)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
     ggemm::sm90::DecodeGemvSm90<E, O, TM>::run(p);                                                               \
   }
