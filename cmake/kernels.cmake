@@ -17,8 +17,9 @@ set(GGEMM_KERNEL_sm90_GENCODE -gencode=arch=compute_90a,code=sm_90a)
 set(GGEMM_KERNEL_sm100_ARCH 100)
 set(GGEMM_KERNEL_sm100_GENCODE -gencode=arch=compute_100a,code=sm_100a)
 set(GGEMM_KERNEL_DTYPES bf16 fp16)
-# The MoE kernels' own headers: only the kernels_moe fatbins depend on them,
-# so an edit there rebuilds no GEMM fatbin.
+# The MoE kernels' own headers: the kernels_moe fatbins, and the GEMM
+# fatbins too (the decode GEMV routes the MoE layer's slots in its prologue
+# with the routing's one-warp code: ptx/sm90/decode_gemv.cuh).
 file(GLOB GGEMM_MOE_HEADERS CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/ptx/moe/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/moe/*.cuh)
 # Spills are errors, except in trace builds (GGEMM_TRACE): recording events
@@ -55,6 +56,12 @@ foreach(dir ${GGEMM_KERNEL_DIRS})
     ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.cuh
     ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/*.inc
     ${CMAKE_CURRENT_SOURCE_DIR}/ptx/instr/${dir}/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/instr/${dir}/*.inc)
+  # sm_100a builds the decode GEMV of ptx/sm90/ (its parameters and kernel).
+  if(dir STREQUAL "sm100")
+    file(GLOB sm90_headers CONFIGURE_DEPENDS
+      ${CMAKE_CURRENT_SOURCE_DIR}/ptx/sm90/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/sm90/*.cuh)
+    list(APPEND arch_headers ${sm90_headers})
+  endif()
   foreach(dtype ${GGEMM_KERNEL_DTYPES} moe)
     set(name kernels_${dtype})
     set(src ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/${name}.cu)
@@ -62,7 +69,7 @@ foreach(dir ${GGEMM_KERNEL_DIRS})
     if(dtype STREQUAL "moe")
       set(deps ${GGEMM_MOE_HEADERS} ${GGEMM_PTX_COMMON_HEADERS})
     else()
-      set(deps ${GGEMM_PTX_COMMON_HEADERS} ${arch_headers})
+      set(deps ${GGEMM_PTX_COMMON_HEADERS} ${arch_headers} ${GGEMM_MOE_HEADERS})
     endif()
     add_custom_command(OUTPUT ${out}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/kernels

@@ -17,6 +17,7 @@ enum class KernelFamily : uint8_t {
   kShortKSplit,  // sm_90a: the same with K split over a cluster of kShortKSplit CTAs
   kPersistentSwiglu,  // sm_90a: the persistent kernel with its epilogue fixed to SwiGLU (tile_m 256)
   kDecodeGemv,   // groups of a few rows, weights streamed by plain loads (ptx/sm90/decode_gemv.cuh; both archs)
+  kDecodeGemvRouted,  // sm_90a: the same, routing the MoE layer's slots in its prologue (GroupedLaunch::route)
 };
 
 struct KernelEntry {

@@ -194,6 +194,7 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
     p.k_slices = k.k_slices;
     p.consumer_warpgroups = k.consumer_warpgroups;
   }
+  if (a.route) p.route = *a.route;  // the routed GEMV's (routed_twin)
   *out = p;
   return OkStatus();
 }
@@ -212,6 +213,10 @@ void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, con
   } else if (k.family() == KernelFamily::kDecodeGemv) {
     std::snprintf(config, sizeof config, "tile %ux%u, decode GEMV (weight rows by 16-byte loads), up to %u CTAs an SM",
                   k.tile_m, k.tile_n, k.ctas_per_sm);
+  } else if (k.family() == KernelFamily::kDecodeGemvRouted) {
+    std::snprintf(config, sizeof config,
+                  "tile %ux%u, decode GEMV routing the MoE layer's %u slots in its prologue, up to %u CTAs an SM",
+                  k.tile_m, k.tile_n, a.route ? a.route->num_slots : 0u, k.ctas_per_sm);
   } else {
     std::snprintf(config, sizeof config, "tile %ux%u, %s, no pipeline, up to %u CTAs an SM", k.tile_m, k.tile_n,
                   k.cluster_size > 1 ? "K split over the cluster, a slice a CTA" : "whole K", k.ctas_per_sm);
@@ -229,12 +234,33 @@ void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, con
                (unsigned long long)p.l2_prefetch_bytes[1]);
 }
 
+// The kernel of a decode GEMV plan that routes the MoE layer's slots in its
+// prologue (the same tile and CTAs an SM), or null where there is none (not
+// the decode GEMV, not sm_90a, an output dtype the layer never asks for).
+const KernelEntry *routed_twin(const KernelPlan &k) {
+  if (k.family() != KernelFamily::kDecodeGemv) return nullptr;
+  const KernelEntry &e = *k.kernel;
+  return find_kernel(e.arch, KernelFamily::kDecodeGemvRouted, e.in, e.out, e.kmajor, e.tile_m, e.cluster);
+}
+
 }  // namespace
+
+StatusOr<bool> routes_in_prologue(const Device &dev, const GroupedLaunch &l) {
+  KernelPlan k;
+  GGEMM_ASSIGN_OR_RETURN(k, plan_for(dev.props(), dev.arch(), l.shape, l.config));
+  return routed_twin(k) != nullptr;
+}
 
 Status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   const Driver &drv = dev.driver();
   KernelPlan k;
   GGEMM_ASSIGN_OR_RETURN(k, plan_for(dev.props(), dev.arch(), a.shape, a.config));
+  if (a.route) {
+    k.kernel = routed_twin(k);
+    if (!k.kernel)
+      return error(GGEMM_STATUS_INTERNAL_ERROR, "%s: routing in the prologue asked of a plan without a routed kernel",
+                   a.op);
+  }
   CUkernel kernel = nullptr;
   GGEMM_ASSIGN_OR_RETURN(kernel, dev.kernel(k.kernel->name));
   const CUfunction function = reinterpret_cast<CUfunction>(kernel);

@@ -4,6 +4,7 @@
 // segment reads and where a segment's outputs go.
 #pragma once
 #include "ggemm.h"
+#include "ptx/moe/moe_params.h"
 #include "runtime/device.h"
 #include "runtime/plan.h"
 
@@ -33,9 +34,18 @@ struct GroupedLaunch {
   const float *row_scale;
   float alpha;
   const ggemm_config *config;  // validated by the API layer; null = automatic
+  // The MoE layer's routing, made by the kernel in its prologue instead of
+  // read from a_offsets, expert_ids, usage_stats and a_row_index (which its
+  // CTA 0 writes): the decode GEMV only (routes_in_prologue). Null = off.
+  const moe::MoeRouteParams *route = nullptr;
 };
 
 // `l` describes validated arguments with m > 0.
 Status launch_grouped(Device &dev, const GroupedLaunch &l, CUstream stream);
+
+// Whether the call's plan runs it on the decode GEMV, which can route the
+// MoE layer's slots in its prologue (GroupedLaunch::route) when they fit one
+// warp (runtime/launch_moe.h, routes_in_one_warp).
+StatusOr<bool> routes_in_prologue(const Device &dev, const GroupedLaunch &l);
 
 }  // namespace ggemm

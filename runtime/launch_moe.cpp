@@ -102,7 +102,7 @@ FfnWorkspaceLayout ffn_workspace_layout(int64_t num_tokens, int64_t top_k, int64
   return w;
 }
 
-Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
+moe::MoeRouteParams route_params(const MoeRouteLaunch &l) {
   const int64_t slots = l.num_tokens * l.top_k;
   const RouteChunks chunks = route_chunks(slots, l.local_experts);
   const RouteScratchLayout layout = route_scratch_layout(slots, l.local_experts);
@@ -129,9 +129,20 @@ Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
   p.local_experts = uint32_t(l.local_experts);
   p.chunk_slots = chunks.chunk_slots;
   p.num_chunks = chunks.num_chunks;
+  return p;
+}
+
+bool routes_in_one_warp(const MoeRouteLaunch &l) {
+  return l.num_tokens * l.top_k <= int64_t(kOneWarpMaxSlots) && l.local_experts <= kOneWarpMaxExperts;
+}
+
+Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
+  const int64_t slots = l.num_tokens * l.top_k;
+  const RouteChunks chunks = route_chunks(slots, l.local_experts);
+  moe::MoeRouteParams p = route_params(l);
 
   // Decode: a lane a slot, one warp (ptx/moe/route.cuh, route_one_warp).
-  if (slots <= int64_t(kOneWarpMaxSlots) && l.local_experts <= kOneWarpMaxExperts)
+  if (routes_in_one_warp(l))
     return launch_kernel(dev, "ggemm_moe_route_one_warp", 1, 32, 0, false, &p, stream);
   const uint32_t smem = route_counter_bytes(l.local_experts);
   // One chunk (decode, small prefill): the whole sort in one CTA and one

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "ggemm.h"
+#include "ptx/moe/moe_params.h"
 #include "runtime/device.h"
 #include "runtime/status.h"
 
@@ -60,6 +61,13 @@ struct MoeRouteLaunch {
 // One launch when the slots make one chunk (the whole sort in one CTA), else
 // two: the count pass, then the cooperative scan and scatter.
 Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream);
+
+// The routing kernels' parameters for a call (scratch carved from
+// l.workspace), and whether it routes in one warp, a lane a slot
+// (ptx/moe/route.cuh, route_one_warp): what the decode GEMV can do in its
+// prologue instead of a launch of its own (GroupedLaunch::route).
+moe::MoeRouteParams route_params(const MoeRouteLaunch &l);
+bool routes_in_one_warp(const MoeRouteLaunch &l);
 
 // One combine call; the arguments have passed validation and T > 0.
 struct MoeCombineLaunch {

@@ -276,7 +276,7 @@ StatusOr<KernelPlan> plan_decode_gemv(Arch arch, const DeviceProps &props, const
   p.tile_m = tile_m;
   p.tile_n = sm90::kDecodeGemvTileN;
   p.threads = sm90::kDecodeGemvThreads;
-  p.smem_bytes = sm90::decode_gemv_layout().total_bytes();
+  p.smem_bytes = sm90::decode_gemv_smem_bytes();
   p.ctas_per_sm = ctas_per_sm;
   p.max_clusters = max_clusters(p, shape, props);
   return p;

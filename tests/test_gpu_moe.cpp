@@ -518,7 +518,27 @@ const FfnCase kFfnCases[] = {
     {"Bf16Experts384", kBf16, 200, 256, 128, 8, 384, 0, 384, Pattern::kZipf},
     // More than one routing chunk (2048 slots): the two-launch routing.
     {"Bf16TwoLaunchRouting", kBf16, 700, 256, 128, 4, 16, 0, 16, Pattern::kZipf},
+    // Decode at Qwen3-30B-A3B's widths (16 of its experts): the gate_up
+    // GEMV routes the slots in its prologue (at most 32 slots; the CPU plan
+    // tests and tests/check_layer_routing_in_gemv.sh check that it is
+    // planned so), tiles of 1, 2 and 4 rows.
+    {"Bf16DecodeRoutedInGemv", kBf16, 1, 2048, 768, 8, 16, 0, 16, Pattern::kBalanced},
+    {"Fp16DecodeRoutedInGemvHostile", kFp16, 2, 2048, 768, 8, 16, 0, 16, Pattern::kHostile},
+    {"Bf16DecodeRoutedInGemvDuplicates", kBf16, 3, 2048, 768, 8, 16, 0, 16, Pattern::kDuplicates},
+    {"Bf16DecodeRoutedInGemvExpertParallel", kBf16, 4, 2048, 768, 8, 64, 16, 16, Pattern::kBalanced},
+    {"Fp16DecodeRoutedInGemvTopSixMinusOne", kFp16, 4, 2048, 768, 6, 16, 0, 16, Pattern::kMinusOne},
+    // gate_up's 512 tiles of 1 row at four CTAs an SM; down (N 1024) off
+    // the GEMV.
+    {"Bf16DecodeRoutedInGemvFourCtas", kBf16, 1, 1024, 1024, 8, 16, 0, 16, Pattern::kZipf},
 };
+
+// The index in kFfnCases of a case by name (the graph test's).
+size_t ffn_case(const char *name) {
+  for (size_t i = 0; i < std::size(kFfnCases); ++i)
+    if (std::string(kFfnCases[i].name) == name) return i;
+  ADD_FAILURE() << "no FfnCase " << name;
+  return 0;
+}
 
 // A model's device buffers and a call of the layer on them.
 struct DeviceFfn {
@@ -667,15 +687,44 @@ TEST(GpuMoeFfnEdge, NoTokensWritesNothing) {
   EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](uint8_t b) { return b == 0xFF; }));
 }
 
-// The layer twice on the same inputs: bitwise the same out; captured in a
-// graph and replayed with new ids and weights, each replay matches the
-// reference of its routing.
-TEST(GpuMoeFfnGraph, DeterministicAndReplaysWithNewRouting) {
+// A decode call where one token has no local expert: its output is the
+// empty sum, zeros (out poisoned beforehand). Token 1 of 3: every slot -1.
+TEST(GpuMoeFfnEdge, DecodeTokenWithNoExpertGetsZeros) {
   GGEMM_REQUIRE_GPU(h);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);
-  DeviceFfn f(kFfnCases[1], rng);
+  DeviceFfn f(kFfnCases[ffn_case("Bf16DecodeRoutedInGemvDuplicates")], rng);
+  for (int64_t j = 0; j < f.args.top_k; ++j) f.routing.ids[size_t(f.args.top_k + j)] = -1;
+  f.upload_routing();
+  GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  uint32_t faults = 0;
+  const Bytes want = f.reference(&faults);
+  bool guards = false;
+  const Bytes got = f.d_out.download(&guards);
+  EXPECT_TRUE(guards) << "a write outside out";
+  const std::vector<float> bound = f.bound();
+  EXPECT_TRUE(compare_matrix(f.args.dtype, want.data(), got.data(), f.args.num_tokens, f.args.hidden, 0, 0, 10,
+                             bound.data()));
+  const size_t row = size_t(f.args.hidden) * 2;
+  EXPECT_TRUE(std::all_of(got.begin() + std::ptrdiff_t(row), got.begin() + std::ptrdiff_t(2 * row),
+                          [](uint8_t b) { return b == 0; }))
+      << "token 1's output is not zeros";
+}
+
+// The layer twice on the same inputs: bitwise the same out; captured in a
+// graph and replayed with new ids and weights, each replay matches the
+// reference of its routing. A prefill-sized call (routing launches of its
+// own) and a decode call (routing in the gate_up GEMV's prologue).
+class GpuMoeFfnGraph : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(GpuMoeFfnGraph, DeterministicAndReplaysWithNewRouting) {
+  GGEMM_REQUIRE_GPU(h);
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  DeviceFfn f(kFfnCases[ffn_case(GetParam())], rng);
   GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   bool guards = false;
@@ -709,6 +758,9 @@ TEST(GpuMoeFfnGraph, DeterministicAndReplaysWithNewRouting) {
   CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
 }
+
+INSTANTIATE_TEST_SUITE_P(Cases, GpuMoeFfnGraph, ::testing::Values("Fp16E16K4", "Bf16DecodeRoutedInGemvDuplicates"),
+                         [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
 
 // Weights past 4 GiB: 352 experts of [2 x 1536, 2048] gate_up (4.4 GB) and
 // [2048, 1536] down (2.2 GB) bf16; token 0 routed to the last 8 experts,

@@ -1168,6 +1168,53 @@ TEST(DecodeGemv, TakesDecodeCallsWithTheTileOfTheirLargestGroup) {
   EXPECT_EQ(decode_gemv_tile(h200(), down, nullptr), 1u);
 }
 
+// The MoE layer's gate_up at decode as ggemm_moe_ffn describes it (M = T k
+// slots, N = 2I, K = H, one group per local expert, bounded by T, SwiGLU,
+// gather on load): the GPU layer cases that route in the GEMV's prologue
+// (tests/test_gpu_moe.cpp, *DecodeRoutedInGemv*) must be planned on it, or
+// they would test the routing launch instead.
+CallShape layer_gate_up(int64_t tokens, int64_t top_k, int64_t hidden, int64_t inter, int64_t local) {
+  CallShape s = shape(tokens, hidden);
+  s.m = tokens * top_k, s.n = 2 * inter, s.num_groups = local;
+  s.epilogue = GGEMM_EPILOGUE_SWIGLU, s.gather = true;
+  return s;
+}
+
+TEST(DecodeGemv, TheLayersRoutedDecodeCasesArePlannedOnIt) {
+  EXPECT_EQ(decode_gemv_tile(h200(), layer_gate_up(1, 8, 2048, 768, 16), nullptr), 1u);
+  EXPECT_EQ(decode_gemv_tile(h200(), layer_gate_up(2, 8, 2048, 768, 16), nullptr), 2u);
+  EXPECT_EQ(decode_gemv_tile(h200(), layer_gate_up(3, 8, 2048, 768, 16), nullptr), 4u);
+  EXPECT_EQ(decode_gemv_tile(h200(), layer_gate_up(4, 8, 2048, 768, 16), nullptr), 4u);
+  EXPECT_EQ(decode_gemv_tile(h200(), layer_gate_up(4, 6, 2048, 768, 16), nullptr), 4u);
+  const CallShape four = layer_gate_up(1, 8, 1024, 1024, 16);
+  EXPECT_EQ(decode_gemv_tile(h200(), four, nullptr), 1u);
+  EXPECT_EQ(decode_gemv_waves(h200(), four, 1).ctas_per_sm, 4u);
+  // The models' own: Qwen3-30B-A3B and Qwen3-235B-A22B at one token.
+  EXPECT_EQ(decode_gemv_tile(h200(), layer_gate_up(1, 8, 2048, 768, 128), nullptr), 1u);
+  EXPECT_EQ(decode_gemv_tile(h200(), layer_gate_up(1, 8, 4096, 1536, 128), nullptr), 1u);
+}
+
+// The layer's gate_up at decode runs the routed twin of the GEMV's plan
+// (runtime/launch_grouped.cpp, routed_twin): one for every sm_90a GEMV
+// kernel whose output dtype is its activations' (the layer's), none else.
+TEST(DecodeGemv, EveryLayerTileHasARoutedTwin) {
+  int routed = 0;
+  for (const KernelEntry &e : kernel_table()) {
+    if (e.family == KernelFamily::kDecodeGemvRouted) {
+      ++routed;
+      EXPECT_EQ(e.arch, Arch::kSm90a) << e.name;
+      EXPECT_EQ(e.in, e.out) << e.name;
+      EXPECT_NE(find_kernel(e.arch, KernelFamily::kDecodeGemv, e.in, e.out, e.kmajor, e.tile_m, e.cluster), nullptr)
+          << e.name;
+    } else if (e.family == KernelFamily::kDecodeGemv && e.arch == Arch::kSm90a && e.in == e.out) {
+      EXPECT_NE(find_kernel(e.arch, KernelFamily::kDecodeGemvRouted, e.in, e.out, e.kmajor, e.tile_m, e.cluster),
+                nullptr)
+          << e.name;
+    }
+  }
+  EXPECT_EQ(routed, 8);  // bf16 and fp16 x tiles 1 (three and four CTAs an SM), 2 and 4
+}
+
 TEST(DecodeGemv, TakesOnlyCallsWhoseGroupsFitOneTile) {
   // A bound past the largest tile (4 rows) would read a group's weights once
   // per tile: Mixtral at 16 tokens, 32 rows over 8 experts, groups of up to 6.
@@ -2240,7 +2287,8 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
     const char *prefix = e.arch == Arch::kSm100a ? (gemv ? "ggemm_sm100_decode_gemv_" : "ggemm_sm100_grouped_")
                          : sm90_persistent        ? "ggemm_sm90_grouped_"
                          : gemv                   ? "ggemm_sm90_decode_gemv_"
-                                                  : "ggemm_sm90_short_k_";
+                         : e.family == KernelFamily::kDecodeGemvRouted ? "ggemm_sm90_decode_gemv_routed_"
+                                                                       : "ggemm_sm90_short_k_";
     EXPECT_EQ(e.family == KernelFamily::kPersistentSwiglu, name.size() > 7 && name.substr(name.size() - 7) == "_swiglu")
         << name;
     EXPECT_EQ(name.rfind(prefix, 0), 0u) << name;
@@ -2259,6 +2307,8 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
   // CTAs an SM), 2, 4, on each architecture.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kDecodeGemv}]), 24);
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kDecodeGemv}]), 24);
+  // The MoE layer's routed twins (sm_90a): 2 dtypes x the four tiles.
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kDecodeGemvRouted}]), 8);
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kPersistent}]), 108);
 }
 

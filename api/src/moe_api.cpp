@@ -5,6 +5,7 @@
 #include "api/src/handle.h"
 #include "api/src/validate_moe.h"
 #include "ggemm.h"
+#include "runtime/launch_grouped.h"
 #include "runtime/launch_moe.h"
 #include "runtime/plan.h"
 
@@ -124,12 +125,12 @@ extern "C" ggemm_status ggemm_moe_combine(ggemm_handle_t handle, const ggemm_moe
 // Routed rows up to which ggemm_moe_ffn gathers inside the gate_up GEMM.
 constexpr int64_t kFusedGatherMaxRows = 32;
 
-// route -> gate_up (gather x by row_token, SwiGLU) -> h -> down (scaled by
-// row_weight) -> y in sorted rows -> combine (each token's k rows by
-// slot_row) -> out. The down product writes sorted rows and the combine
-// gathers them, rather than the GEMM scattering rows to token order: the
-// same bytes move, the sum's order is fixed (deterministic), and the GEMM
-// keeps its contiguous TMA stores.
+// route (at decode, inside gate_up) -> gate_up (gather x by row_token,
+// SwiGLU) -> h -> down (scaled by row_weight) -> y in sorted rows ->
+// combine (each token's k rows by slot_row) -> out. The down product
+// writes sorted rows and the combine gathers them, rather than the GEMM
+// scattering rows to token order: the same bytes move, the sum's order is
+// fixed (deterministic), and the GEMM keeps its contiguous TMA stores.
 extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn_args *args, ggemm_stream_t stream) {
   return guarded([&] {
     GGEMM_TRY(ggemm::validate_moe_ffn_dims(args));
@@ -155,7 +156,6 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     route.slot_row = at<int32_t>(ws, w.slot_row);
     route.workspace = at<void>(ws, w.route_scratch);
     route.device_status = checked_mode_word(handle);
-    GGEMM_TRY(ggemm::report(ggemm::launch_moe_route(*handle->device, route, s)));
 
     // gate_up: h [T * k, I] = SwiGLU of the gathered tokens times the
     // expert's [2I, H] gate and up rows. The gather is fused into the GEMM's
@@ -167,15 +167,6 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     void *h = at<void>(ws, w.h);
     void *y = at<void>(ws, w.y);
     const bool fused_gather = rows <= kFusedGatherMaxRows;
-    if (!fused_gather) {
-      ggemm::MoeCombineLaunch gather{};
-      gather.y_dtype = gather.out_dtype = a.dtype;
-      gather.num_tokens = rows, gather.top_k = 1, gather.hidden = hidden, gather.y_rows = a.num_tokens;
-      gather.y = a.x, gather.slot_row = route.row_token, gather.out = y;
-      gather.accumulate = false;
-      gather.device_status = checked_mode_word(handle);
-      GGEMM_TRY(ggemm::report(ggemm::launch_moe_combine(*handle->device, gather, s)));
-    }
     ggemm::GroupedLaunch gate_up = ffn_matmul("moe_ffn gate_up", a, route, handle);
     gate_up.shape.n = 2 * inter, gate_up.shape.k = hidden;
     gate_up.shape.epilogue = GGEMM_EPILOGUE_SWIGLU;
@@ -185,6 +176,32 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     gate_up.a_row_index = fused_gather ? route.row_token : nullptr;
     gate_up.b = a.w_gate_up;
     for (auto &v : gate_up.views) v = ggemm::OutputViewDesc{h, inter, 0, rows, inter};
+
+    // Routing: at decode, where the slots fit one warp and gate_up runs on
+    // the decode GEMV, the GEMV routes them in its prologue (each CTA for
+    // itself, CTA 0 into the routing arrays: ptx/sm90/decode_gemv.cuh), one
+    // launch fewer; else a routing launch of its own first.
+    bool route_in_gate_up = false;
+    if (fused_gather && ggemm::routes_in_one_warp(route)) {
+      ggemm::StatusOr<bool> gemv = ggemm::routes_in_prologue(*handle->device, gate_up);
+      GGEMM_TRY(ggemm::report(gemv.status()));
+      route_in_gate_up = gemv.value();
+    }
+    const ggemm::moe::MoeRouteParams route_params = ggemm::route_params(route);
+    if (route_in_gate_up) {
+      gate_up.route = &route_params;
+    } else {
+      GGEMM_TRY(ggemm::report(ggemm::launch_moe_route(*handle->device, route, s)));
+    }
+    if (!fused_gather) {
+      ggemm::MoeCombineLaunch gather{};
+      gather.y_dtype = gather.out_dtype = a.dtype;
+      gather.num_tokens = rows, gather.top_k = 1, gather.hidden = hidden, gather.y_rows = a.num_tokens;
+      gather.y = a.x, gather.slot_row = route.row_token, gather.out = y;
+      gather.accumulate = false;
+      gather.device_status = checked_mode_word(handle);
+      GGEMM_TRY(ggemm::report(ggemm::launch_moe_combine(*handle->device, gather, s)));
+    }
     GGEMM_TRY(ggemm::api::launch(handle, gate_up, stream));
 
     // down: y [T * k, H] = row_weight * (h times the expert's [H, I]), in

@@ -250,23 +250,27 @@ GGEMM_DEVICE void place_experts(const MoeRouteParams &p, uint32_t *expert_rows, 
   }
 }
 
-// Phase B, the rest, spread over the grid: the arrays past the active count
-// and the rows past the routed ones.
-GGEMM_DEVICE void fill_past_routed(const MoeRouteParams &p, const RouteTotals &t) {
-  const uint32_t stride = gridDim.x * blockDim.x, tid = blockIdx.x * blockDim.x + threadIdx.x;
+// Phase B, the rest, spread over `threads` threads (this one `tid`): the
+// arrays past the active count and the rows past the routed ones.
+GGEMM_DEVICE void fill_past_routed(const MoeRouteParams &p, const RouteTotals &t, uint32_t tid, uint32_t threads) {
   if (tid == 0) {
     p.usage_stats[0] = t.most;
     p.usage_stats[1] = t.active;
   }
-  for (uint32_t g = t.active + tid; g <= p.local_experts; g += stride) {
+  for (uint32_t g = t.active + tid; g <= p.local_experts; g += threads) {
     p.a_offsets[g] = t.rows;
     if (g < p.local_experts) p.expert_ids[g] = -1;
   }
-  for (uint32_t m = t.rows + tid; m < p.num_slots; m += stride) {
+  for (uint32_t m = t.rows + tid; m < p.num_slots; m += threads) {
     p.row_token[m] = -1;
     p.row_slot[m] = -1;
     p.row_weight[m] = 0.f;
   }
+}
+
+// The grid's threads, for the passes that spread phase B over the grid.
+GGEMM_DEVICE void fill_past_routed(const MoeRouteParams &p, const RouteTotals &t) {
+  fill_past_routed(p, t, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 
 // Phase C: the slots of one chunk to their sorted rows; `chunk_base(e)` is
@@ -367,45 +371,69 @@ GGEMM_DEVICE void route_one_cta(const MoeRouteParams &p) {
 // slots (the lanes below it with the same expert): the stable order. No
 // shared memory and no barrier: the one-CTA path's 512 threads spend most of
 // a decode call's routing in barriers and scans over every expert.
-GGEMM_DEVICE void route_one_warp(const MoeRouteParams &p) {
+//
+// route_warp computes one lane's part; route_one_warp writes it to the
+// routing arrays, and the decode GEMV that routes in its prologue
+// (ptx/sm90/decode_gemv.cuh) to its shared-memory tables.
+struct WarpRoute {
+  uint32_t expert;     // this lane's slot's local expert, or kNoExpert
+  float weight;        // its routing weight
+  bool leader;         // the lowest lane of its expert: writes the group
+  uint32_t row;        // its sorted row (routed slots only)
+  uint32_t first_row;  // its expert's first sorted row
+  uint32_t group;      // its expert's group (the experts below it that have rows)
+  uint32_t group_rows; // its expert's rows
+  RouteTotals totals;  // rows, active experts and the most rows of one, over the warp
+};
+
+GGEMM_DEVICE WarpRoute route_warp(const MoeRouteParams &p, uint32_t *faults) {
   const uint32_t lane = threadIdx.x % 32;
-  float w = 0.f;
-  uint32_t faults = 0;
-  const uint32_t e = lane < p.num_slots ? load_route_key(p, lane, &w, &faults) : kNoExpert;
-  report_faults(p.device_status, faults);
+  WarpRoute r{};
+  r.expert = lane < p.num_slots ? load_route_key(p, lane, &r.weight, faults) : kNoExpert;
+  const uint32_t e = r.expert;
   const uint32_t peers = __match_any_sync(0xffffffffu, e);
-  const bool leader = lane == uint32_t(__ffs(peers) - 1);
+  r.leader = lane == uint32_t(__ffs(peers) - 1);
+  r.group_rows = uint32_t(__popc(peers));
   // Over the routed slots: how many (rows), how many experts (active), and
   // those below this lane's expert (its first row, its group).
   uint32_t rows = 0, active = 0, first_row = 0, group = 0;
   for (uint32_t l = 0; l < 32; ++l) {
     const uint32_t el = __shfl_sync(0xffffffffu, e, l);
-    const bool leads = __shfl_sync(0xffffffffu, leader, l);
+    const bool leads = __shfl_sync(0xffffffffu, r.leader, l);
     if (el == kNoExpert) continue;
     ++rows;
     active += leads;
     first_row += el < e;
     group += leads && el < e;
   }
-  const uint32_t most = __reduce_max_sync(0xffffffffu, e != kNoExpert ? uint32_t(__popc(peers)) : 0u);
-  if (e != kNoExpert) {
-    const uint32_t row = first_row + __popc(peers & ((1u << lane) - 1u));
-    p.row_token[row] = int32_t(lane / p.top_k);
-    p.row_slot[row] = int32_t(lane);
-    p.row_weight[row] = w;
-    p.slot_row[lane] = int32_t(row);
-    if (leader) {
-      p.a_offsets[group] = first_row;
-      p.expert_ids[group] = int32_t(e);
+  r.first_row = first_row;
+  r.group = group;
+  r.row = first_row + __popc(peers & ((1u << lane) - 1u));
+  r.totals.rows = rows, r.totals.active = active;
+  r.totals.most = __reduce_max_sync(0xffffffffu, e != kNoExpert ? r.group_rows : 0u);
+  return r;
+}
+
+GGEMM_DEVICE void route_one_warp(const MoeRouteParams &p) {
+  const uint32_t lane = threadIdx.x % 32;
+  uint32_t faults = 0;
+  const WarpRoute r = route_warp(p, &faults);
+  report_faults(p.device_status, faults);
+  if (r.expert != kNoExpert) {
+    p.row_token[r.row] = int32_t(lane / p.top_k);
+    p.row_slot[r.row] = int32_t(lane);
+    p.row_weight[r.row] = r.weight;
+    p.slot_row[lane] = int32_t(r.row);
+    if (r.leader) {
+      p.a_offsets[r.group] = r.first_row;
+      p.expert_ids[r.group] = int32_t(r.expert);
     }
   } else if (lane < p.num_slots) {
     p.slot_row[lane] = -1;
   }
   // The usage stats; the groups past the active ones end at the routed
-  // rows, and the rows past them belong to no slot (the warp is the grid).
-  RouteTotals totals{};
-  totals.rows = rows, totals.active = active, totals.most = most;
-  fill_past_routed(p, totals);
+  // rows, and the rows past them belong to no slot (the warp's lanes).
+  fill_past_routed(p, r.totals, lane, 32);
 }
 
 #endif  // __CUDACC__

@@ -29,12 +29,20 @@
 // each warp multiplies 4 gate rows (o) and their 4 up rows (I + o). K-major
 // weights only; K a multiple of 8 (the C ABI's rule); no output splits and
 // no activation planes (the runtime plans it only then).
+//
+// Routing in the prologue (the _routed kernels; the MoE layer's gate_up at
+// decode): the call's groups and gather index are not in memory yet. Each
+// CTA routes the layer's top-k slots itself, one lane a slot, into its
+// shared-memory tables (route_into_table), and CTA 0 writes the routing
+// arrays for the launches after it: one launch and one trip through memory
+// fewer than a routing kernel before the GEMV.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "../blocks/out_convert.h"
 #include "../blocks/swiglu.h"
+#include "../moe/route.cuh"
 #include "decode_gemv_layout.h"
 #include "params.h"
 #include "short_k_gemm.cuh"
@@ -102,7 +110,54 @@ struct GemvLaneValues {
   }
 };
 
-template <typename Elem, typename Out, int TileM>
+// The MoE layer's routing, made by this CTA for itself (the _routed
+// kernels, Sm90GroupedParams::route): warp 0 routes the slots
+// (moe::route_warp, a lane a slot) into the routing tables of
+// decode_gemv_layout and the row-token table, and counts the row blocks of
+// tile_m rows; CTA 0's warp 1 meanwhile routes them into the layer's
+// routing arrays (moe::route_one_warp, which also reports checked mode's
+// faults) for the down projection and the combine. Every CTA makes the same
+// tables from the same slots: a warp's few hundred cycles of shuffles,
+// against a launch and a memory round trip of a routing kernel's own.
+GGEMM_DEVICE GroupedProblem route_into_table(const Sm90GroupedParams &p, uint8_t *smem, uint32_t tile_m,
+                                             uint64_t *row_blocks) {
+  const ShortKLayout layout = decode_gemv_layout();
+  uint32_t *offsets = reinterpret_cast<uint32_t *>(smem + layout.offsets_table_offset());
+  int32_t *ids = reinterpret_cast<int32_t *>(smem + layout.ids_table_offset());
+  uint32_t *counts = reinterpret_cast<uint32_t *>(smem + layout.warp_row_blocks_offset());  // row blocks, groups
+  int32_t *row_token = reinterpret_cast<int32_t *>(smem + decode_gemv_row_token_offset());
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 0) {
+    uint32_t unused_faults = 0;  // CTA 0's warp 1 reports them
+    const moe::WarpRoute r = moe::route_warp(p.route, &unused_faults);
+    const bool routed = r.expert != moe::kNoExpert;
+    if (routed) {
+      row_token[r.row] = int32_t(lane / p.route.top_k);
+      if (r.leader) {
+        ids[r.group] = int32_t(r.expert);
+        offsets[r.group + 1] = r.first_row + r.group_rows;
+      }
+    }
+    const uint32_t blocks = __reduce_add_sync(0xffffffffu, routed && r.leader ? ceil_div(r.group_rows, tile_m) : 0u);
+    if (lane == 0) {
+      offsets[0] = 0;  // never read (group 0 starts at row 0)
+      counts[0] = blocks;
+      counts[1] = r.totals.active;
+    }
+  } else if (warp == 1 && blockIdx.x == 0) {
+    moe::route_one_warp(p.route);
+  }
+  __syncthreads();
+  *row_blocks = counts[0];
+  return GroupedProblem{offsets, ids, counts[1], p.m, p.n, p.num_experts, p.split0, p.split1, p.span_segments};
+}
+
+// RouteInPrologue: the MoE layer's gate_up at decode (the _routed kernels,
+// Sm90GroupedParams::route): the tables and the gather index come from
+// route_into_table, never from memory. Kernels of their own, so those of
+// every other call keep their registers (the choice made at run time cost
+// the one-row kernels 2-8 registers and spilled the four-CTA one).
+template <typename Elem, typename Out, int TileM, bool RouteInPrologue = false>
 struct DecodeGemvSm90 {
   static_assert(TileM == 1 || TileM == 2 || TileM == 4, "rows a tile: 1, 2 or 4 (kDecodeGemvMaxTileM)");
   static constexpr int kRows = int(kDecodeGemvRows);
@@ -115,13 +170,18 @@ struct DecodeGemvSm90 {
     extern __shared__ __align__(16) uint8_t smem[];
     ptx::launch_dependent_grids();
     ptx::wait_prior_grids();  // the stream's earlier kernels are done (ptx/instr/grid_dependency.h)
-    if (p.device_status && threadIdx.x < 32) {
-      if (blockIdx.x == 0) check_routing_warp(p);
-      if (p.a_row_index) check_gather_warp(p);
-    }
     uint64_t row_blocks;
-    GroupedTileScheduler sched(stage_routing_table(p, smem, decode_gemv_layout(), TileM, &row_blocks), TileM,
-                               kDecodeGemvTileN);
+    GroupedProblem problem;
+    if constexpr (RouteInPrologue) {
+      problem = route_into_table(p, smem, TileM, &row_blocks);  // routed here: nothing to check
+    } else {
+      if (p.device_status && threadIdx.x < 32) {
+        if (blockIdx.x == 0) check_routing_warp(p);
+        if (p.a_row_index) check_gather_warp(p);
+      }
+      problem = stage_routing_table(p, smem, decode_gemv_layout(), TileM, &row_blocks);
+    }
+    GroupedTileScheduler sched(problem, TileM, kDecodeGemvTileN);
     const uint64_t tiles = row_blocks * sched.col_blocks();
     GroupedTile tile;
     for (uint64_t t = blockIdx.x; t < tiles && sched.next_warp(t, &tile); t += gridDim.x) multiply_rows(p, tile);
@@ -135,21 +195,27 @@ struct DecodeGemvSm90 {
   GGEMM_DEVICE static void multiply_rows(const Sm90GroupedParams &p, const GroupedTile &tile) {
     if constexpr (TileM > 1) {
       if (tile.rows <= uint32_t(TileM / 2)) {
-        DecodeGemvSm90<Elem, Out, TileM / 2>::multiply_rows(p, tile);
+        DecodeGemvSm90<Elem, Out, TileM / 2, RouteInPrologue>::multiply_rows(p, tile);
         return;
       }
     }
     multiply_tile(p, tile);
   }
 
-  // The activation row a tile row reads (its gather index, or the row
-  // itself), or -1 when there is none (past the tile's rows, or an index
-  // outside the activations).
+  // The activation row a tile row reads (its gather index: the prologue's
+  // table, or p.a_row_index; or the row itself), or -1 when there is none
+  // (past the tile's rows, or an index outside the activations).
   GGEMM_DEVICE static int64_t token_source(const Sm90GroupedParams &p, const GroupedTile &tile, int t) {
     if (uint32_t(t) >= tile.rows) return -1;
     const uint32_t row = tile.row0 + uint32_t(t);
-    if (!p.a_row_index) return row;
-    const int32_t src = p.a_row_index[row];
+    int32_t src;
+    if constexpr (RouteInPrologue) {
+      extern __shared__ __align__(16) uint8_t smem[];
+      src = reinterpret_cast<const int32_t *>(smem + decode_gemv_row_token_offset())[row];
+    } else {
+      if (!p.a_row_index) return row;
+      src = p.a_row_index[row];
+    }
     return src >= 0 && uint32_t(src) < p.gather_rows ? int64_t(src) : -1;
   }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "../instr/arch.h"
+#include "../moe/moe_params.h"
 #include "short_k_layout.h"
 
 namespace ggemm::sm90 {
@@ -31,7 +32,13 @@ constexpr uint32_t kDecodeGemvMaxTileM = 4;
 constexpr uint32_t kDecodeGemvMaxRows = 8;
 
 // The routing table's shared memory: the short-K layout with no operand
-// rows and no staging, so its tables start at 0.
+// rows and no staging, so its tables start at 0; then, for a call that
+// routes in its prologue (Sm90GroupedParams::route_in_prologue), each
+// sorted row's token (its gather index), one word a slot.
 GGEMM_HOST_DEVICE constexpr ShortKLayout decode_gemv_layout() { return ShortKLayout{0, 0, 0, 0}; }
+GGEMM_HOST_DEVICE constexpr uint32_t decode_gemv_row_token_offset() { return decode_gemv_layout().total_bytes(); }
+GGEMM_HOST_DEVICE constexpr uint32_t decode_gemv_smem_bytes() {
+  return decode_gemv_row_token_offset() + 4 * moe::kOneWarpMaxSlots;
+}
 
 }  // namespace ggemm::sm90

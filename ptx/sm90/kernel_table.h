@@ -14,6 +14,8 @@
 #define GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM
 #define GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM##_split8
 #define GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM, CTAS) ggemm_sm90_decode_gemv_##EN##_##ON##_kmajor_m##TM##_c##CTAS
+#define GGEMM_SM90_DECODE_GEMV_ROUTED_KERNEL_NAME(EN, ON, TM, CTAS) \
+  ggemm_sm90_decode_gemv_routed_##EN##_##ON##_kmajor_m##TM##_c##CTAS
 
 // tile_m 16..128 for every output dtype; 256 only for 16-bit outputs (fp32
 // staging of 256 tokens x 128 features is 128 KB and the m256 fp32 epilogue
@@ -103,6 +105,14 @@
 #define GGEMM_SM90_DECODE_GEMV_KERNELS_FP16(Y) \
   GGEMM_SM90_SHORT_K_FOR_OUT(Y, GGEMM_SM90_DECODE_GEMV_FOR_TILE_M, __half, fp16)
 #define GGEMM_SM90_DECODE_GEMV_KERNELS(Y) GGEMM_SM90_DECODE_GEMV_KERNELS_BF16(Y) GGEMM_SM90_DECODE_GEMV_KERNELS_FP16(Y)
+// The same tiles routing the MoE layer's slots in their prologue (the
+// layer's gate_up at decode: its output dtype is its activations'), sm_90a
+// only.
+#define GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS_BF16(Y) \
+  GGEMM_SM90_DECODE_GEMV_FOR_TILE_M(Y, __nv_bfloat16, bf16, __nv_bfloat16, bf16)
+#define GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS_FP16(Y) GGEMM_SM90_DECODE_GEMV_FOR_TILE_M(Y, __half, fp16, __half, fp16)
+#define GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS(Y) \
+  GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS_BF16(Y) GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS_FP16(Y)
 
 // Whether a tile_m offers GGEMM_EPILOGUE_ACCUMULATE (256 has no registers left for it).
 #define GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(tile_m) ((tile_m) < 256)

@@ -42,3 +42,9 @@
       GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM, CTAS)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
     ggemm::sm90::DecodeGemvSm90<E, O, TM>::run(p);                                                               \
   }
+#define GGEMM_SM90_DEFINE_DECODE_GEMV_ROUTED_KERNEL(E, EN, O, ON, TM, CTAS)                                  \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kDecodeGemvThreads, CTAS)                        \
+      GGEMM_SM90_DECODE_GEMV_ROUTED_KERNEL_NAME(EN, ON, TM, CTAS)(                                           \
+          const __grid_constant__ ggemm::Sm90GroupedParams p) {                                              \
+    ggemm::sm90::DecodeGemvSm90<E, O, TM, true>::run(p);                                                      \
+  }

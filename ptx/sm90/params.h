@@ -2,6 +2,7 @@
 // and what only these kernels read. The runtime fills one per sm_90a launch.
 #pragma once
 #include "../blocks/grouped_params.h"
+#include "../moe/moe_params.h"
 
 namespace ggemm {
 
@@ -60,6 +61,14 @@ struct Sm90GroupedParams : GroupedGemmParams {
   // weight slot ends 64 rows past the last slice's box instead of 128
   // (weights_stage_rows: deeper pipelines for the LoRA shrink).
   uint32_t consumer_warpgroups;
+  // The MoE layer at decode (ggemm_moe_ffn, at most kOneWarpMaxSlots
+  // slots), read by the routed decode GEMV kernels only: they route the
+  // layer's top-k slots themselves (ptx/sm90/decode_gemv.cuh,
+  // route_into_table) instead of reading a_offsets, expert_ids, usage_stats
+  // and a_row_index, which no launch before them has written; their CTA 0
+  // writes those, and the rest of the routing's outputs, for the down
+  // projection and the combine.
+  moe::MoeRouteParams route;
 };
 
 }  // namespace ggemm

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The MoE layer at decode routes its slots in the gate_up GEMV's prologue
+# (ggemm_moe_ffn; ptx/sm90/decode_gemv.cuh, route_into_table), one launch
+# fewer than a routing kernel: GGEMM_DEBUG=1 over the GPU layer cases made
+# for it (tests/test_gpu_moe.cpp, *DecodeRoutedInGemv*) must show the routed
+# GEMV on gate_up, and over a prefill case must not. $1 is ggemm_tests.
+# Skips (77) when the GPU tests skip; on a GPU other than sm_90a there is no
+# routed kernel and the layer routes by a launch of its own (skip).
+set -uo pipefail
+tests_bin=$1
+decode='Cases/GpuMoeFfn.MatchesReference/*DecodeRoutedInGemv*'
+out=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter="$decode" 2>&1)
+rc=$?
+if grep -q '\[  SKIPPED \]' <<<"$out" && ! grep -q '\[  PASSED  \] [1-9]' <<<"$out"; then
+  echo "SKIP: the GPU tests skipped (no usable GPU)"; exit 77
+fi
+if ! grep -q 'sm_90a kernel' <<<"$out"; then
+  echo "SKIP: not an sm_90a GPU (the routed decode GEMV is sm_90a's)"; exit 77
+fi
+fail=0
+[ $rc -eq 0 ] || { echo "FAIL: the decode layer cases failed (exit $rc)"; fail=1; }
+cases=$(grep -c '^\[ RUN      \]' <<<"$out")
+routed=$(grep -c "moe_ffn gate_up .*kernel ggemm_sm90_decode_gemv_routed_.*routing the MoE layer's [0-9]* slots in its prologue" <<<"$out")
+echo "$cases decode layer cases, $routed gate_up launches on the routed GEMV"
+grep "moe_ffn gate_up" <<<"$out" | head -3 | cut -c1-240
+[ "$cases" -ge 6 ] || { echo "FAIL: expected at least 6 decode layer cases, ran $cases"; fail=1; }
+[ "$routed" -eq "$cases" ] || { echo "FAIL: every decode case's gate_up should run the routed GEMV"; fail=1; }
+out_p=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Cases/GpuMoeFfn.MatchesReference/Bf16E8K2' 2>&1)
+if grep -q 'decode_gemv_routed' <<<"$out_p"; then
+  echo "FAIL: a prefill call (600 slots) ran the routed GEMV"; fail=1
+fi
+exit $fail
