@@ -137,8 +137,6 @@ bool routes_in_one_warp(const MoeRouteLaunch &l) {
 }
 
 Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
-  const int64_t slots = l.num_tokens * l.top_k;
-  const RouteChunks chunks = route_chunks(slots, l.local_experts);
   moe::MoeRouteParams p = route_params(l);
 
   // Decode: a lane a slot, one warp (ptx/moe/route.cuh, route_one_warp).
@@ -147,15 +145,15 @@ Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
   const uint32_t smem = route_counter_bytes(l.local_experts);
   // One chunk (decode, small prefill): the whole sort in one CTA and one
   // launch, its counts in shared memory (ptx/moe/route.cuh).
-  if (chunks.num_chunks <= 1 && l.local_experts <= kOneCtaMaxExperts)
+  if (p.num_chunks <= 1 && l.local_experts <= kOneCtaMaxExperts)
     return launch_kernel(dev, "ggemm_moe_route_one_cta", 1, kRouteThreads,
                          smem + uint32_t(sizeof(uint32_t) * l.local_experts), false, &p, stream);
   // The count pass has one CTA even with no chunk: it zeroes the barrier.
-  GGEMM_RETURN_IF_ERROR(launch_kernel(dev, "ggemm_moe_route_count", std::max<uint32_t>(chunks.num_chunks, 1),
+  GGEMM_RETURN_IF_ERROR(launch_kernel(dev, "ggemm_moe_route_count", std::max<uint32_t>(p.num_chunks, 1),
                                       kRouteThreads, smem, false, &p, stream));
   // No more scatter CTAs than SMs (one each, all resident) nor than there is
   // work for: chunks to scatter, or experts to scan.
-  const int64_t wanted = std::max<int64_t>({1, int64_t(chunks.num_chunks), ceil_div(l.local_experts, kExpertsPerScanCta)});
+  const int64_t wanted = std::max<int64_t>({1, int64_t(p.num_chunks), ceil_div(l.local_experts, kExpertsPerScanCta)});
   const uint32_t ctas = uint32_t(std::min<int64_t>({wanted, dev.props().sm_count, kMaxRouteScatterCtas}));
   return launch_kernel(dev, "ggemm_moe_route_scatter", ctas, kRouteThreads, smem, true, &p, stream);
 }

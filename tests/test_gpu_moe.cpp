@@ -646,6 +646,17 @@ struct DeviceFfn {
     }
     return out;
   }
+  // After a call: out within bound() of the reference, nothing written
+  // outside it. Returns out, and the reference's faults in *want_faults.
+  Bytes expect_out_matches_reference(uint32_t *want_faults) const {
+    const Bytes want = reference(want_faults);
+    bool guards = false;
+    const Bytes got = d_out.download(&guards);
+    EXPECT_TRUE(guards) << "a write outside out";
+    const std::vector<float> b = bound();
+    EXPECT_TRUE(compare_matrix(args.dtype, want.data(), got.data(), args.num_tokens, args.hidden, 0, 0, 10, b.data()));
+    return got;
+  }
 };
 
 class GpuMoeFfn : public ::testing::TestWithParam<FfnCase> {};
@@ -661,13 +672,8 @@ TEST_P(GpuMoeFfn, MatchesReference) {
   GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
   const uint32_t faults = checked.bits();
   uint32_t want_faults = 0;
-  const Bytes want = f.reference(&want_faults);
+  f.expect_out_matches_reference(&want_faults);
   EXPECT_EQ(faults, want_faults);
-  bool guards = false;
-  const Bytes got = f.d_out.download(&guards);
-  EXPECT_TRUE(guards) << "a write outside out";
-  const std::vector<float> bound = f.bound();
-  EXPECT_TRUE(compare_matrix(c.dtype, want.data(), got.data(), c.tokens, c.hidden, 0, 0, 10, bound.data()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuMoeFfn, ::testing::ValuesIn(kFfnCases), CaseName());
@@ -700,13 +706,7 @@ TEST(GpuMoeFfnEdge, DecodeTokenWithNoExpertGetsZeros) {
   GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   uint32_t faults = 0;
-  const Bytes want = f.reference(&faults);
-  bool guards = false;
-  const Bytes got = f.d_out.download(&guards);
-  EXPECT_TRUE(guards) << "a write outside out";
-  const std::vector<float> bound = f.bound();
-  EXPECT_TRUE(compare_matrix(f.args.dtype, want.data(), got.data(), f.args.num_tokens, f.args.hidden, 0, 0, 10,
-                             bound.data()));
+  const Bytes got = f.expect_out_matches_reference(&faults);
   const size_t row = size_t(f.args.hidden) * 2;
   EXPECT_TRUE(std::all_of(got.begin() + std::ptrdiff_t(row), got.begin() + std::ptrdiff_t(2 * row),
                           [](uint8_t b) { return b == 0; }))
@@ -785,12 +785,7 @@ TEST(GpuMoeFfnLarge, WeightsPast4GiB) {
   GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   uint32_t want_faults = 0;
-  const Bytes want = f.reference(&want_faults);
-  bool guards = false;
-  const Bytes got = f.d_out.download(&guards);
-  EXPECT_TRUE(guards) << "a write outside out";
-  const std::vector<float> bound = f.bound();
-  EXPECT_TRUE(compare_matrix(c.dtype, want.data(), got.data(), c.tokens, c.hidden, 0, 0, 10, bound.data()));
+  f.expect_out_matches_reference(&want_faults);
 }
 
 }  // namespace

@@ -32,9 +32,10 @@ constexpr uint32_t kDecodeGemvMaxTileM = 4;
 constexpr uint32_t kDecodeGemvMaxRows = 8;
 
 // The routing table's shared memory: the short-K layout with no operand
-// rows and no staging, so its tables start at 0; then, for a call that
-// routes in its prologue (Sm90GroupedParams::route_in_prologue), each
-// sorted row's token (its gather index), one word a slot.
+// rows and no staging, so its tables start at 0; then, for the routed
+// kernels (which route the MoE layer's slots in their prologue,
+// decode_gemv.cuh), each sorted row's token (its gather index), one word a
+// slot.
 GGEMM_HOST_DEVICE constexpr ShortKLayout decode_gemv_layout() { return ShortKLayout{0, 0, 0, 0}; }
 GGEMM_HOST_DEVICE constexpr uint32_t decode_gemv_row_token_offset() { return decode_gemv_layout().total_bytes(); }
 GGEMM_HOST_DEVICE constexpr uint32_t decode_gemv_smem_bytes() {
