@@ -1,11 +1,8 @@
 // The launch configuration every ggemm kernel launch is built from
 // (cuLaunchKernelEx): a 1-D block, a grid of x (and y) CTAs, and the
-// attributes. Either programmatic dependent launch (every kernel waits for
-// the stream's earlier work before its first global access,
-// ptx/instr/grid_dependency.h), or a cooperative launch for a kernel whose
-// CTAs wait for each other (the routing scatter: the driver then keeps
-// every CTA resident at once, or refuses the launch). Plus a cluster where
-// asked.
+// attributes: programmatic dependent launch (every kernel waits for the
+// stream's earlier work before its first global access,
+// ptx/instr/grid_dependency.h), plus a cluster where asked.
 #pragma once
 #include <cuda.h>
 
@@ -13,24 +10,16 @@
 
 namespace ggemm {
 
-enum class LaunchOrder { kProgrammatic, kCooperative };
-
 class LaunchConfig {
  public:
-  LaunchConfig(uint32_t threads, uint32_t smem_bytes, CUstream stream, LaunchOrder order,
-               uint32_t cluster_size = 1) {
+  LaunchConfig(uint32_t threads, uint32_t smem_bytes, CUstream stream, uint32_t cluster_size = 1) {
     config_.gridDimX = config_.gridDimY = config_.gridDimZ = 1;
     config_.blockDimX = threads;
     config_.blockDimY = config_.blockDimZ = 1;
     config_.sharedMemBytes = smem_bytes;
     config_.hStream = stream;
-    if (order == LaunchOrder::kCooperative) {
-      attrs_[0].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-      attrs_[0].value.cooperative = 1;
-    } else {
-      attrs_[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      attrs_[0].value.programmaticStreamSerializationAllowed = 1;
-    }
+    attrs_[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs_[0].value.programmaticStreamSerializationAllowed = 1;
     attrs_[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attrs_[1].value.clusterDim.x = cluster_size;
     attrs_[1].value.clusterDim.y = attrs_[1].value.clusterDim.z = 1;

@@ -265,7 +265,7 @@ Status launch_grouped(Device &dev, const GroupedLaunch &a, CUstream stream) {
   GGEMM_ASSIGN_OR_RETURN(kernel, dev.kernel(k.kernel->name));
   const CUfunction function = reinterpret_cast<CUfunction>(kernel);
 
-  LaunchConfig lc(k.threads, k.smem_bytes, stream, LaunchOrder::kProgrammatic, k.cluster_size);
+  LaunchConfig lc(k.threads, k.smem_bytes, stream, k.cluster_size);
   Device::ScopedContext ctx(dev);
   GGEMM_RETURN_IF_ERROR(ctx.status());
 

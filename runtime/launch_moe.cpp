@@ -11,20 +11,16 @@ namespace {
 
 using moe::kMaxChunkSlots;
 using moe::kOneWarpMaxSlots;
-using moe::kMaxRouteScatterCtas;
 using moe::kRouteThreads;
 
-constexpr uint32_t kMinChunkSlots = 2048;
-// Chunks the count pass aims at (about four CTAs an SM on an H200), and the
-// most count-matrix entries worth trading chunks for (32 MiB of counts).
-constexpr int64_t kTargetChunks = 512;
-constexpr int64_t kMaxCountEntries = int64_t(1) << 23;
-// Experts one scatter CTA scans in phase A before the grid grows by a CTA.
-constexpr int64_t kExpertsPerScanCta = 64;
-// Experts up to which a one-chunk call routes in one CTA: its shared memory
-// holds 6 bytes an expert (24 KB at 4096), under the 48 KB a launch gets
-// without opting in.
-constexpr int64_t kOneCtaMaxExperts = 4096;
+// Chunks of one slot a scatter thread while there are at most this many
+// (about one an SM on an H200), else longer chunks. A scatter CTA's stores
+// of the routed rows land at scattered rows (three 4-byte stores a slot,
+// each warp store touching up to 32 lines), so its time grows with its
+// slots: one CTA of 4096 slots took ~20 us, one of 512 ~5 us, launch and
+// all (H200). Each scatter CTA also reads the whole count matrix, which
+// bounds the chunk count.
+constexpr int64_t kTargetChunks = 128;
 // Experts up to which a call of at most kOneWarpMaxSlots slots routes in one
 // warp: its 32 lanes write every expert's group entries (32 rounds at 1024).
 constexpr int64_t kOneWarpMaxExperts = 1024;
@@ -40,18 +36,14 @@ size_t take(size_t *end, size_t bytes) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Both routing kernels keep two 16-bit counters a shared word per expert pair.
-uint32_t route_counter_bytes(int64_t local_experts) { return uint32_t((local_experts + 1) / 2 * 4); }
-
-// One launch of an MoE kernel by name (driver API, every call checked).
-Status launch_kernel(Device &dev, const char *name, uint32_t grid, uint32_t threads, uint32_t smem_bytes,
-                     bool cooperative, void *params, CUstream stream, uint32_t grid_y = 1) {
+// One launch of an MoE kernel by name (driver API, every call checked),
+// with programmatic dependent launch.
+Status launch_kernel(Device &dev, const char *name, uint32_t grid, uint32_t threads, uint32_t smem_bytes, void *params,
+                     CUstream stream, uint32_t grid_y = 1) {
   const Driver &drv = dev.driver();
   CUkernel kernel = nullptr;
   GGEMM_ASSIGN_OR_RETURN(kernel, dev.kernel(name));
-  // Cooperative: the scatter pass's CTAs wait for each other; it starts
-  // after the kernel before it, as a plain launch does.
-  LaunchConfig lc(threads, smem_bytes, stream, cooperative ? LaunchOrder::kCooperative : LaunchOrder::kProgrammatic);
+  LaunchConfig lc(threads, smem_bytes, stream);
   lc.set_grid(grid, grid_y);
   Device::ScopedContext ctx(dev);
   GGEMM_RETURN_IF_ERROR(ctx.status());
@@ -62,23 +54,19 @@ Status launch_kernel(Device &dev, const char *name, uint32_t grid, uint32_t thre
 
 }  // namespace
 
-RouteChunks route_chunks(int64_t num_slots, int64_t local_experts) {
-  if (num_slots <= 0) return {kMinChunkSlots, 0};
-  int64_t chunk = kMinChunkSlots;
-  while (chunk < kMaxChunkSlots && (ceil_div(num_slots, chunk) > kTargetChunks ||
-                                    local_experts * ceil_div(num_slots, chunk) > kMaxCountEntries))
-    chunk *= 2;
-  return {uint32_t(chunk), uint32_t(ceil_div(num_slots, chunk))};
+RouteChunks route_chunks(int64_t num_slots) {
+  int64_t chunk = kRouteThreads;
+  while (chunk < kMaxChunkSlots && ceil_div(num_slots, chunk) > kTargetChunks) chunk *= 2;
+  return {uint32_t(chunk), uint32_t(ceil_div(std::max<int64_t>(num_slots, 0), chunk))};
 }
 
 RouteScratchLayout route_scratch_layout(int64_t num_slots, int64_t local_experts) {
-  const RouteChunks c = route_chunks(num_slots, local_experts);
+  const RouteChunks c = route_chunks(num_slots);
   RouteScratchLayout s{};
   size_t end = 0;
-  s.grid_arrivals = take(&end, sizeof(uint32_t));
-  s.cta_totals = take(&end, 3 * sizeof(uint32_t) * kMaxRouteScatterCtas);
-  s.expert_rows = take(&end, sizeof(uint32_t) * size_t(local_experts));
-  s.chunk_counts = take(&end, sizeof(uint32_t) * size_t(local_experts) * c.num_chunks);
+  // At least one row, so the workspace is never empty (it is a required
+  // argument even when T = 0).
+  s.chunk_counts = take(&end, sizeof(uint32_t) * size_t(local_experts) * std::max<uint32_t>(c.num_chunks, 1));
   s.bytes = end;
   return s;
 }
@@ -104,7 +92,7 @@ FfnWorkspaceLayout ffn_workspace_layout(int64_t num_tokens, int64_t top_k, int64
 
 moe::MoeRouteParams route_params(const MoeRouteLaunch &l) {
   const int64_t slots = l.num_tokens * l.top_k;
-  const RouteChunks chunks = route_chunks(slots, l.local_experts);
+  const RouteChunks chunks = route_chunks(slots);
   const RouteScratchLayout layout = route_scratch_layout(slots, l.local_experts);
   char *ws = static_cast<char *>(l.workspace);
   moe::MoeRouteParams p{};
@@ -118,9 +106,6 @@ moe::MoeRouteParams route_params(const MoeRouteLaunch &l) {
   p.row_weight = l.row_weight;
   p.slot_row = l.slot_row;
   p.chunk_counts = reinterpret_cast<uint32_t *>(ws + layout.chunk_counts);
-  p.expert_rows = reinterpret_cast<uint32_t *>(ws + layout.expert_rows);
-  p.cta_totals = reinterpret_cast<uint32_t *>(ws + layout.cta_totals);
-  p.grid_arrivals = reinterpret_cast<uint32_t *>(ws + layout.grid_arrivals);
   p.device_status = l.device_status;
   p.num_slots = uint32_t(slots);
   p.top_k = uint32_t(l.top_k);
@@ -141,21 +126,30 @@ Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
 
   // Decode: a lane a slot, one warp (ptx/moe/route.cuh, route_one_warp).
   if (routes_in_one_warp(l))
-    return launch_kernel(dev, "ggemm_moe_route_one_warp", 1, 32, 0, false, &p, stream);
-  const uint32_t smem = route_counter_bytes(l.local_experts);
-  // One chunk (decode, small prefill): the whole sort in one CTA and one
-  // launch, its counts in shared memory (ptx/moe/route.cuh).
-  if (p.num_chunks <= 1 && l.local_experts <= kOneCtaMaxExperts)
-    return launch_kernel(dev, "ggemm_moe_route_one_cta", 1, kRouteThreads,
-                         smem + uint32_t(sizeof(uint32_t) * l.local_experts), false, &p, stream);
-  // The count pass has one CTA even with no chunk: it zeroes the barrier.
-  GGEMM_RETURN_IF_ERROR(launch_kernel(dev, "ggemm_moe_route_count", std::max<uint32_t>(p.num_chunks, 1),
-                                      kRouteThreads, smem, false, &p, stream));
-  // No more scatter CTAs than SMs (one each, all resident) nor than there is
-  // work for: chunks to scatter, or experts to scan.
-  const int64_t wanted = std::max<int64_t>({1, int64_t(p.num_chunks), ceil_div(l.local_experts, kExpertsPerScanCta)});
-  const uint32_t ctas = uint32_t(std::min<int64_t>({wanted, dev.props().sm_count, kMaxRouteScatterCtas}));
-  return launch_kernel(dev, "ggemm_moe_route_scatter", ctas, kRouteThreads, smem, true, &p, stream);
+    return launch_kernel(dev, "ggemm_moe_route_one_warp", 1, 32, 0, &p, stream);
+  // More than one chunk: the count pass first, a CTA a chunk.
+  if (p.num_chunks > 1)
+    GGEMM_RETURN_IF_ERROR(launch_kernel(dev, "ggemm_moe_route_count", p.num_chunks, kRouteThreads,
+                                        uint32_t((l.local_experts + 1) / 2 * 4), &p, stream));
+  // The scatter pass, a CTA a chunk (one CTA for T = 0: it writes the
+  // empty routing).
+  const uint32_t window = uint32_t(std::min<int64_t>(l.local_experts, moe::kRouteWindowExperts));
+  return launch_kernel(dev, "ggemm_moe_route_scatter", std::max<uint32_t>(p.num_chunks, 1), kRouteThreads,
+                       window * moe::kRouteBytesPerWindowExpert, &p, stream);
+}
+
+Status launch_moe_gather_rows(Device &dev, const MoeGatherLaunch &l, CUstream stream) {
+  moe::MoeGatherParams p{};
+  p.x = l.x;
+  p.row_index = l.row_index;
+  p.out = l.out;
+  p.device_status = l.device_status;
+  p.rows = uint32_t(l.rows);
+  p.x_rows = uint32_t(l.x_rows);
+  p.row_vectors = uint32_t(l.row_bytes / 16);
+  const int64_t rows_per_cta = moe::kGatherThreads / 32;
+  return launch_kernel(dev, "ggemm_moe_gather_rows", uint32_t(std::max<int64_t>(ceil_div(l.rows, rows_per_cta), 1)),
+                       moe::kGatherThreads, 0, &p, stream);
 }
 
 uint32_t combine_team_threads(int64_t hidden) {
@@ -187,7 +181,7 @@ Status launch_moe_combine(Device &dev, const MoeCombineLaunch &l, CUstream strea
   // flight (one token of DeepSeek-V3, 8 rows of 14 KB: 13.5 us on one CTA).
   const int64_t column_steps = ceil_div(l.hidden / 8, p.team_threads);
   const int64_t splits = std::clamp<int64_t>(ceil_div(dev.props().sm_count, ctas), 1, column_steps);
-  return launch_kernel(dev, name, uint32_t(ctas), moe::kCombineThreads, 0, false, &p, stream, uint32_t(splits));
+  return launch_kernel(dev, name, uint32_t(ctas), moe::kCombineThreads, 0, &p, stream, uint32_t(splits));
 }
 
 }  // namespace ggemm

@@ -17,18 +17,20 @@ namespace ggemm {
 // bytes for TMA; 256 keeps each piece on its own cache lines).
 constexpr size_t kMoeWorkspaceAlign = 256;
 
-// How the count pass splits the T * k slots: chunks of chunk_slots (a power
-// of two, 2048..kMaxChunkSlots), enough of them to fill the GPU, few enough
-// that the [local_experts][num_chunks] count matrix stays small.
+// How the routing splits the T * k slots: chunks of chunk_slots
+// (kRouteThreads x a power of two, up to kMaxChunkSlots): one slot a
+// scatter thread (one chunk, one launch, up to 512 slots), longer chunks
+// only past 128 of them, so each scatter CTA's read of the whole
+// [num_chunks][local_experts] count matrix stays short.
 struct RouteChunks {
   uint32_t chunk_slots;
   uint32_t num_chunks;
 };
-RouteChunks route_chunks(int64_t num_slots, int64_t local_experts);
+RouteChunks route_chunks(int64_t num_slots);
 
 // The routing's scratch, as byte offsets from the workspace's start.
 struct RouteScratchLayout {
-  size_t grid_arrivals, cta_totals, expert_rows, chunk_counts;
+  size_t chunk_counts;
   size_t bytes;  // what ggemm_moe_route_workspace_size reports
 };
 RouteScratchLayout route_scratch_layout(int64_t num_slots, int64_t local_experts);
@@ -58,8 +60,9 @@ struct MoeRouteLaunch {
   void *workspace;           // route_scratch_layout(...).bytes, 16-byte aligned
   uint32_t *device_status;   // checked mode; null = off
 };
-// One launch when the slots make one chunk (the whole sort in one CTA), else
-// two: the count pass, then the cooperative scan and scatter.
+// One launch up to 32 slots (one warp) or when the slots make one chunk
+// (the scatter pass alone, one CTA), else two: the count pass, then the
+// scatter pass (ptx/moe/route.cuh).
 Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream);
 
 // The routing kernels' parameters for a call (scratch carved from
@@ -80,6 +83,18 @@ struct MoeCombineLaunch {
   uint32_t *device_status;
 };
 Status launch_moe_combine(Device &dev, const MoeCombineLaunch &l, CUstream stream);
+
+// One gather copy (ggemm_moe_ffn past its fused gather): out[m, :] =
+// x[row_index[m], :] for m < rows, zeros where the index is -1; rows of
+// row_bytes (a multiple of 16).
+struct MoeGatherLaunch {
+  int64_t rows, x_rows, row_bytes;
+  const void *x;
+  const int32_t *row_index;
+  void *out;
+  uint32_t *device_status;
+};
+Status launch_moe_gather_rows(Device &dev, const MoeGatherLaunch &l, CUstream stream);
 
 // Threads that sum one token's row (a power of two, 8..128): one per
 // 16-byte vector of the row where the row is short.

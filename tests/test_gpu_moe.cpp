@@ -268,16 +268,27 @@ const RouteCase kRouteCases[] = {
     {"ExpertParallelMiddleRank", Pattern::kZipf, 2000, 8, 256, 96, 32},
     {"ExpertParallelLastRank", Pattern::kBalanced, 2000, 8, 256, 224, 32},
     {"TopK64", Pattern::kDuplicates, 100, 64, 8, 0, 8},
-    // One chunk (<= 2048 slots) takes the one-CTA path; these mirror the
-    // cases above that the two-launch path takes.
-    {"OneCtaZipf", Pattern::kZipf, 200, 8, 128, 0, 128},
-    {"OneCtaOneExpertFullChunk", Pattern::kOneExpert, 256, 8, 16, 0, 16},
-    {"OneCtaMinusOneSlots", Pattern::kMinusOne, 500, 4, 32, 0, 32},
-    {"OneCtaExperts384", Pattern::kZipf, 64, 8, 384, 0, 384},
-    {"OneCtaExpertParallelMiddleRank", Pattern::kZipf, 200, 8, 256, 96, 32},
-    {"OneCtaTopK64", Pattern::kDuplicates, 32, 64, 8, 0, 8},
-    {"OneCtaExperts4096", Pattern::kBalanced, 256, 8, 4096, 0, 4096},
-    {"TwoLaunchExperts8192", Pattern::kBalanced, 256, 8, 8192, 0, 8192},
+    // One chunk (<= 512 slots: one a scatter thread) takes the scatter pass
+    // alone, one CTA; these mirror the cases above that take two.
+    {"OneChunkZipf", Pattern::kZipf, 50, 8, 128, 0, 128},
+    {"OneChunkOneExpertFullChunk", Pattern::kOneExpert, 64, 8, 16, 0, 16},
+    {"OneChunkMinusOneSlots", Pattern::kMinusOne, 100, 4, 32, 0, 32},
+    {"OneChunkExperts384", Pattern::kZipf, 64, 8, 384, 0, 384},
+    {"OneChunkExpertParallelMiddleRank", Pattern::kZipf, 60, 8, 256, 96, 32},
+    {"OneChunkTopK64", Pattern::kDuplicates, 8, 64, 8, 0, 8},
+    {"OneChunkExperts4096", Pattern::kBalanced, 64, 8, 4096, 0, 4096},
+    // More experts than a scatter CTA's tables hold (kRouteWindowExperts):
+    // one walk of the chunk per window of experts, in one chunk and in many.
+    {"OneChunkExperts8192Windows", Pattern::kBalanced, 64, 8, 8192, 0, 8192},
+    {"ChunksExperts4097Windows", Pattern::kZipf, 5000, 8, 4097, 0, 4097},
+    // The chunk boundaries: the most one chunk holds, and eight slots past
+    // it (a second chunk whose warps are empty but one).
+    {"OneChunkFull", Pattern::kZipf, 64, 8, 128, 0, 128},
+    {"TwoChunksSecondNearlyEmpty", Pattern::kZipf, 65, 8, 128, 0, 128},
+    // Qwen3-30B-A3B's prefill: 4096 tokens, top-8 of 128 (64 chunks); and
+    // past 128 chunks of 512, chunks of two slots a thread.
+    {"Qwen3PrefillZipf", Pattern::kZipf, 4096, 8, 128, 0, 128},
+    {"ChunksOfTwoSlotsAThread", Pattern::kZipf, 9000, 8, 128, 0, 128},
     // At most 32 slots (and 1024 experts) take the one-warp path; NoTokens,
     // OneToken and OneTokenTopOne above do too.
     {"OneWarpZipfFullWarp", Pattern::kZipf, 4, 8, 128, 0, 128},
@@ -290,9 +301,9 @@ const RouteCase kRouteCases[] = {
     {"OneWarpEveryExpertActive", Pattern::kBalanced, 1, 32, 32, 0, 32},
     {"OneWarpExpertParallelFirstRank", Pattern::kBalanced, 4, 8, 256, 0, 32},
     {"OneWarpExpertParallelLastRank", Pattern::kBalanced, 4, 8, 256, 224, 32},
-    {"OneCtaFewSlotsExperts1025", Pattern::kBalanced, 4, 8, 1025, 0, 1025},
-    {"OneCtaFewSlotsExperts4096", Pattern::kBalanced, 2, 8, 4096, 0, 4096},
-    {"OneCtaThirtyThreeSlots", Pattern::kZipf, 11, 3, 64, 0, 64},
+    {"OneChunkFewSlotsExperts1025", Pattern::kBalanced, 4, 8, 1025, 0, 1025},
+    {"OneChunkFewSlotsExperts4096", Pattern::kBalanced, 2, 8, 4096, 0, 4096},
+    {"OneChunkThirtyThreeSlots", Pattern::kZipf, 11, 3, 64, 0, 64},
     // Many chunks, and many chunks with many experts (the count matrix).
     {"ManyChunks", Pattern::kZipf, 200000, 8, 256, 0, 256},
     {"MaxGroupsExperts", Pattern::kBalanced, 50000, 8, GGEMM_MAX_GROUPS, 0, GGEMM_MAX_GROUPS},
@@ -322,8 +333,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuMoeRoute, ::testing::ValuesIn(kRouteCases), C
 
 // Hostile ids and weights: the same results as the reference (they act as
 // -1 / drop their slot), and checked mode reports both kinds.
-// 3000 tokens take the two-launch path, 200 the one-CTA path, 4 (32 slots)
-// the one-warp path.
+// 3000 tokens take the two-launch path, 50 the one-chunk path (the scatter
+// pass alone), 4 (32 slots) the one-warp path.
 class GpuMoeRouteChecked : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(GpuMoeRouteChecked, HostileIdsAndWeightsAreReported) {
@@ -360,7 +371,7 @@ TEST_P(GpuMoeRouteChecked, CleanRoutingReportsNothing) {
   EXPECT_EQ(checked.bits(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokens, GpuMoeRouteChecked, ::testing::Values(int64_t(3000), int64_t(200), int64_t(4)));
+INSTANTIATE_TEST_SUITE_P(Tokens, GpuMoeRouteChecked, ::testing::Values(int64_t(3000), int64_t(50), int64_t(4)));
 
 // The same routing 20 times: bitwise the same outputs every time.
 TEST(GpuMoeRouteDeterminism, TwentyRunsBitwiseEqual) {
@@ -416,7 +427,7 @@ TEST_P(GpuMoeRouteGraph, ReplayWithNewRouting) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokens, GpuMoeRouteGraph, ::testing::Values(int64_t(3000), int64_t(200), int64_t(3)));
+INSTANTIATE_TEST_SUITE_P(Tokens, GpuMoeRouteGraph, ::testing::Values(int64_t(3000), int64_t(50), int64_t(3)));
 
 // ---- combine ------------------------------------------------------------------------
 
@@ -516,8 +527,8 @@ const FfnCase kFfnCases[] = {
     {"Bf16ExpertParallel", kBf16, 300, 256, 128, 4, 32, 8, 8, Pattern::kBalanced},
     {"Fp16Hostile", kFp16, 120, 256, 128, 4, 16, 0, 16, Pattern::kHostile},
     {"Bf16Experts384", kBf16, 200, 256, 128, 8, 384, 0, 384, Pattern::kZipf},
-    // More than one routing chunk (2048 slots): the two-launch routing.
-    {"Bf16TwoLaunchRouting", kBf16, 700, 256, 128, 4, 16, 0, 16, Pattern::kZipf},
+    // More than one routing chunk (512 slots): the two-launch routing.
+    {"Bf16TwoLaunchRouting", kBf16, 1100, 256, 128, 4, 16, 0, 16, Pattern::kZipf},
     // Decode at Qwen3-30B-A3B's widths (16 of its experts): the gate_up
     // GEMV routes the slots in its prologue (at most 32 slots; the CPU plan
     // tests and tests/check_layer_routing_in_gemv.sh check that it is

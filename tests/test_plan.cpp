@@ -24,6 +24,7 @@
 #include "api/src/errors.h"
 #include "api/src/validate.h"
 #include "runtime/device.h"
+#include "runtime/launch_moe.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/plan.h"
 #include "runtime/plan_rules.h"
@@ -2310,6 +2311,30 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
   // The MoE layer's routed twins (sm_90a): 2 dtypes x the four tiles.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kDecodeGemvRouted}]), 8);
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kPersistent}]), 108);
+}
+
+
+// The routing's chunks (runtime/launch_moe.cpp): kRouteThreads x a power of
+// two slots (each scatter warp a whole run), at most kMaxChunkSlots (its
+// 16-bit counters); one slot a scatter thread, so one chunk and one launch
+// up to 512 slots, until there would be more than 128 chunks; then no more
+// than 128 while a chunk can still grow; every slot in a chunk; and a
+// workspace holding the count matrix, never empty.
+TEST(MoeRouteChunks, WholeRunsFewChunksEverySlotCovered) {
+  for (int64_t slots : std::initializer_list<int64_t>{0, 1, 33, 511, 512, 513, 4096, 32768, 65536, 65537, 2097152,
+                                                      2097153, int64_t(1) << 30}) {
+    SCOPED_TRACE("slots " + std::to_string(slots));
+    const RouteChunks c = route_chunks(slots);
+    const uint32_t per_thread = c.chunk_slots / moe::kRouteThreads;
+    EXPECT_EQ(c.chunk_slots % moe::kRouteThreads, 0u);
+    EXPECT_EQ(per_thread & (per_thread - 1), 0u);
+    EXPECT_LE(c.chunk_slots, moe::kMaxChunkSlots);
+    EXPECT_EQ(int64_t(c.num_chunks), (slots + c.chunk_slots - 1) / c.chunk_slots);
+    if (slots <= 128 * int64_t(moe::kRouteThreads)) EXPECT_EQ(c.chunk_slots, moe::kRouteThreads);
+    if (c.chunk_slots < moe::kMaxChunkSlots) EXPECT_LE(c.num_chunks, 128u);
+    const RouteScratchLayout w = route_scratch_layout(slots, 128);
+    EXPECT_GE(w.bytes, size_t(4) * 128 * std::max<uint32_t>(c.num_chunks, 1));
+  }
 }
 
 }  // namespace

@@ -104,7 +104,7 @@ ggemm_status validate_moe_route_dims(const ggemm_moe_route_args *a) {
 ggemm_status validate_moe_route_args(const ggemm_moe_route_args *a, size_t needed_workspace) {
   GGEMM_TRY(validate_moe_route_dims(a));
   // The groups are written even for T = 0 (empty routing), so their arrays
-  // and the workspace (the kernels' barrier and totals) always are needed.
+  // and the workspace (the count matrix) always are needed.
   GGEMM_TRY(check_array(a->a_offsets, "a_offsets"));
   GGEMM_TRY(check_array(a->expert_ids, "expert_ids"));
   GGEMM_TRY(check_array(a->expert_usage_stats, "expert_usage_stats"));

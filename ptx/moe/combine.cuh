@@ -15,10 +15,6 @@
 
 namespace ggemm::moe {
 
-// The fault a combine index outside [-1, y_rows) raises (ggemm.h's
-// GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE).
-constexpr uint32_t kFaultIndexOutOfRange = 0x10u;
-
 #if defined(__CUDACC__)
 
 // Eight 16-bit elements of a 16-byte vector, widened to fp32 and added to

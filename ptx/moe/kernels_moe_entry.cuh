@@ -5,6 +5,7 @@
 #pragma once
 #include "../instr/grid_dependency.h"
 #include "combine.cuh"
+#include "gather_rows.cuh"
 #include "route.cuh"
 
 // Every entry first lets the stream's next kernel be placed, then waits for
@@ -21,28 +22,29 @@ extern "C" __global__ void __launch_bounds__(32, 1)
   ggemm::moe::route_one_warp(p);
 }
 
-// The whole routing in one CTA, for calls whose slots make one chunk; dynamic
-// shared memory holds the counters and a word per expert.
-extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
-    ggemm_moe_route_one_cta(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
-  GGEMM_MOE_KERNEL_PROLOGUE();
-  ggemm::moe::route_one_cta(p);
-}
-
-// The count pass: one CTA per chunk; dynamic shared memory holds the
-// chunk's 16-bit counters, (local_experts + 1) / 2 words.
+// The count pass (calls of more than one chunk): one CTA per chunk; dynamic
+// shared memory holds the chunk's 16-bit counters, (local_experts + 1) / 2
+// words.
 extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads)
     ggemm_moe_route_count(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
   GGEMM_MOE_KERNEL_PROLOGUE();
   ggemm::moe::route_count(p);
 }
 
-// The scan and scatter pass: cooperative (its CTAs wait for each other at
-// grid barriers), one CTA per SM.
+// The scatter pass: one CTA per chunk (one CTA, and the whole routing, when
+// the slots make one chunk); dynamic shared memory holds the warps' counts
+// and the bases, kRouteBytesPerWindowExpert a window expert.
 extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
     ggemm_moe_route_scatter(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
   GGEMM_MOE_KERNEL_PROLOGUE();
   ggemm::moe::route_scatter(p);
+}
+
+// The gather copy: a warp a row at a time (grid-stride), any 16-bit dtype.
+extern "C" __global__ void __launch_bounds__(ggemm::moe::kGatherThreads)
+    ggemm_moe_gather_rows(const __grid_constant__ ggemm::moe::MoeGatherParams p) {
+  GGEMM_MOE_KERNEL_PROLOGUE();
+  ggemm::moe::gather_rows(p);
 }
 
 #define GGEMM_MOE_DEFINE_COMBINE(Y, YN, OUT, ON)                                              \

@@ -6,8 +6,9 @@
 
 namespace ggemm::moe {
 
-// Threads of a routing CTA: the count pass's slots per step, the scatter
-// pass's slots per round (16 warps) and its block-wide scans.
+// Threads of a routing CTA: the count pass's slots per step; the scatter
+// pass's 16 warps, each ranking its own run of the chunk's slots, and its
+// block-wide scans.
 constexpr uint32_t kRouteThreads = 512;
 constexpr uint32_t kRouteWarps = kRouteThreads / 32;
 
@@ -15,15 +16,19 @@ constexpr uint32_t kRouteWarps = kRouteThreads / 32;
 // (route_one_warp).
 constexpr uint32_t kOneWarpMaxSlots = 32;
 
-// Upper bound on the scatter pass's grid (one CTA per SM, all co-resident):
-// sizes the per-CTA totals in the workspace, which the host sizes without a
-// device.
-constexpr uint32_t kMaxRouteScatterCtas = 1024;
-
-// Slots of one chunk at most: the per-chunk counters are 16-bit halves of
-// 32-bit shared-memory words (two experts a word), so a chunk's count of one
-// expert must stay below 2^16.
+// Slots of one chunk at most: the per-chunk counters are 16-bit, so a
+// chunk's count of one expert must stay below 2^16. A chunk is
+// kRouteThreads * (a power of two) slots.
 constexpr uint32_t kMaxChunkSlots = 32768;
+
+// Steps of a scatter warp's walk whose ids and weights are loaded together.
+constexpr uint32_t kRouteKeyBatch = 8;
+
+// Experts a scatter CTA ranks at once: its shared tables take 36 bytes an
+// expert (a 16-bit count per warp, a 32-bit base), 144 KiB at 4096; more
+// experts are ranked in windows of this many, one walk of the chunk each.
+constexpr uint32_t kRouteWindowExperts = 4096;
+constexpr uint32_t kRouteBytesPerWindowExpert = kRouteWarps * 2 + 4;
 
 // A slot with no local expert (id -1, another rank's expert, an id out of
 // range, a weight that is not finite).
@@ -41,18 +46,14 @@ struct MoeRouteParams {
   float *row_weight;      // [T * k]
   int32_t *slot_row;      // [T * k]
   // Scratch in the caller's workspace (runtime/launch_moe.cpp lays it out).
-  uint32_t *chunk_counts;  // [local_experts][num_chunks]: the count pass's counts, then their
-                           // exclusive prefix over chunks (the expert's rows before the chunk)
-  uint32_t *expert_rows;   // [local_experts]: rows of each expert, then its first sorted row
-  uint32_t *cta_totals;    // [kMaxRouteScatterCtas][3]: rows, active experts, most rows of a CTA's experts
-  uint32_t *grid_arrivals; // the scatter pass's grid barrier; zeroed by the count pass
+  uint32_t *chunk_counts;  // [num_chunks][local_experts]: the count pass's counts (more than one chunk)
   uint32_t *device_status; // checked mode (ggemm_set_device_status); null = off
   uint32_t num_slots;      // T * k
   uint32_t top_k;
   int32_t num_experts;
   int32_t first_expert;
   uint32_t local_experts;
-  uint32_t chunk_slots;    // slots per chunk, <= kMaxChunkSlots
+  uint32_t chunk_slots;    // slots per chunk: kRouteThreads * a power of two, <= kMaxChunkSlots
   uint32_t num_chunks;     // ceil(num_slots / chunk_slots)
 };
 
@@ -73,6 +74,21 @@ struct MoeCombineParams {
   uint32_t y_rows;
   uint32_t team_threads;
   uint32_t accumulate;     // fp32 out only
+};
+
+// The gather copy (ptx/moe/gather_rows.cuh): a warp a row at a time,
+// kGatherVectorsInFlight 16-byte loads in flight a lane.
+constexpr uint32_t kGatherThreads = 256;
+constexpr uint32_t kGatherVectorsInFlight = 8;
+
+struct MoeGatherParams {
+  const void *x;             // [x_rows, row_vectors x 16 bytes]
+  const int32_t *row_index;  // [rows]: the row of x each out row copies; -1 = zeros
+  void *out;                 // [rows, row_vectors x 16 bytes]
+  uint32_t *device_status;   // checked mode; null = off
+  uint32_t rows;
+  uint32_t x_rows;
+  uint32_t row_vectors;      // 16-byte vectors a row
 };
 
 }  // namespace ggemm::moe

@@ -1,36 +1,38 @@
 // The MoE routing (ggemm_moe_route): a stable counting sort of the T * k
-// (token, slot) pairs by local expert, with no host sync: one launch when
-// the slots make one chunk (decode and small prefill), else two.
+// (token, slot) pairs by local expert, with no host sync and no grid-wide
+// barrier: one launch up to one chunk of slots (512: decode and small
+// prefill), else two.
 //
 //   one warp (T * k <= 32, decode): a lane a slot, every count by shuffles
 //     (route_one_warp).
 //
-//   one CTA (T * k <= one chunk): counts in shared memory, a scan of the
-//     experts' counts in shared memory, the scatter of phase C below; no
-//     scratch in global memory and no grid barrier (a cooperative grid's two
-//     barriers and scratch round trips cost ~6 us at one token).
+//   count pass (more than one chunk; one CTA per chunk of chunk_slots
+//     consecutive slots): each CTA counts its chunk's slots per local expert
+//     in 16-bit shared-memory counters and writes its row of the
+//     [num_chunks][local_experts] count matrix.
 //
-//   count pass (one CTA per chunk of chunk_slots consecutive slots): each
-//     CTA counts its chunk's slots per local expert in shared memory and
-//     writes the counts to chunk_counts[expert][chunk]; checked mode's
-//     faults are reported here; CTA 0 zeroes the scatter pass's barrier.
-//   scatter pass (cooperative: one CTA per SM, all resident):
-//     A. each CTA takes a contiguous range of experts and scans each one's
-//        row of chunk counts (the expert's rows before each chunk), keeping
-//        the expert's total and its CTA's totals;        -- grid barrier --
-//     B. each CTA scans the CTA totals and its experts' totals: each
-//        expert's first sorted row, the groups (a_offsets, expert_ids) of the
-//        experts that have rows, the usage stats, the fill past the active
-//        count and past the routed rows;                  -- grid barrier --
-//     C. each CTA scatters chunks: a slot's sorted row is its expert's first
-//        row + the expert's rows in earlier chunks + its rank among the
-//        expert's slots earlier in the chunk. Ranks are made in rounds of
-//        512 slots: warps group equal experts (match.any), and one warp hands
-//        each group its rank base in warp order, so the order is the slots'.
+//   scatter pass (one CTA per chunk; alone when there is one chunk): each of
+//     the CTA's 16 warps ranks a contiguous run of the chunk's slots, 32 at a
+//     time (match.any; the group's lowest lane bumps the warp's own 16-bit
+//     count of that expert in shared memory), so a slot's rank among its
+//     expert's slots in the chunk is
+//       the expert's slots in the warps before it + those earlier in its run;
+//     the first term is a prefix over the 16 warps' counts, a thread an
+//     expert. Every CTA then reads the whole count matrix (a few thousand
+//     words; each expert's column split over up to 32 threads) and scans the
+//     experts' totals, so each knows every expert's first sorted row and
+//     its rows in the chunks before its own, with no other CTA to wait for:
+//       sorted row = expert's first row + its rows in earlier chunks
+//                    + its slots in earlier warps + rank in the warp's run.
+//     CTA 0 writes the groups and the usage stats; the rows past the routed
+//     ones are filled by the whole grid. The tables hold at most
+//     kRouteWindowExperts experts; more experts are ranked in windows of
+//     that many, a walk of the chunk each.
 //
+// The walks re-read the slots (L1), so the chunk's ids and weights are
+// loaded in batches of kRouteKeyBatch a lane, one memory trip a batch.
 // Everything is a pure function of the inputs (no atomics whose order shows
-// in a result: integer atomic sums only), so the outputs are bitwise the
-// same on every run.
+// in a result), so the outputs are bitwise the same on every run.
 #pragma once
 #include <cstdint>
 
@@ -45,11 +47,24 @@ GGEMM_DEVICE uint32_t load_route_key(const MoeRouteParams &p, uint32_t slot, flo
   return route_key(p.topk_ids[slot], *weight, p.num_experts, p.first_expert, p.local_experts, faults);
 }
 
-// Two 16-bit counters a 32-bit shared word: expert e is half e & 1 of word e / 2.
-GGEMM_DEVICE uint32_t counter_shift(uint32_t expert) { return (expert & 1u) * 16u; }
-
-GGEMM_DEVICE void zero_counters(uint32_t *counters, uint32_t local_experts) {
-  for (uint32_t i = threadIdx.x; i < (local_experts + 1) / 2; i += blockDim.x) counters[i] = 0;
+// The keys of kRouteKeyBatch slots, slot(j) (negative: none, kNoExpert):
+// every id and weight is loaded before any key is made, so a batch costs
+// one memory trip. (With each key made right after its own loads, inside
+// the branch that guards them, the compiler waited for each pair in turn:
+// eight trips a batch, ~20 us of a 4096-slot chunk on the H200.)
+template <class SlotOf>
+GGEMM_DEVICE void load_route_keys(const MoeRouteParams &p, SlotOf slot_of, uint32_t *expert, float *weight,
+                                  uint32_t *faults) {
+  int32_t id[kRouteKeyBatch];
+#pragma unroll
+  for (uint32_t j = 0; j < kRouteKeyBatch; ++j) {
+    const int64_t s = slot_of(j);
+    id[j] = s >= 0 ? p.topk_ids[s] : -1;
+    weight[j] = s >= 0 ? p.topk_weights[s] : 0.f;
+  }
+#pragma unroll
+  for (uint32_t j = 0; j < kRouteKeyBatch; ++j)
+    expert[j] = route_key(id[j], weight[j], p.num_experts, p.first_expert, p.local_experts, faults);
 }
 
 GGEMM_DEVICE void report_faults(uint32_t *device_status, uint32_t faults) {
@@ -80,52 +95,6 @@ GGEMM_DEVICE uint32_t cta_exclusive_scan(uint32_t v, uint32_t *scratch, uint32_t
   return before + inclusive - v;
 }
 
-// All CTAs of the (cooperative) scatter pass arrive; none passes until all
-// have arrived. `target` counts arrivals over the launch (CTAs x barriers
-// so far), so the counter needs no reset between barriers.
-GGEMM_DEVICE void grid_barrier(uint32_t *arrivals, uint32_t target) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();  // this CTA's writes before its arrival
-    atomicAdd(arrivals, 1u);
-    while (*static_cast<volatile uint32_t *>(arrivals) < target) __nanosleep(64);
-    __threadfence();  // the others' writes before this CTA reads them
-  }
-  __syncthreads();
-}
-
-// Counts chunk `chunk`'s slots per local expert into the shared counters
-// and reports checked mode's faults.
-GGEMM_DEVICE void count_chunk(const MoeRouteParams &p, uint32_t chunk, uint32_t *counters) {
-  zero_counters(counters, p.local_experts);
-  __syncthreads();
-  const uint32_t first = chunk * p.chunk_slots;
-  const uint32_t end = min(first + p.chunk_slots, p.num_slots);
-  uint32_t faults = 0;
-  for (uint32_t s = first + threadIdx.x; s < end; s += blockDim.x) {
-    float w;
-    const uint32_t e = load_route_key(p, s, &w, &faults);
-    if (e != kNoExpert) atomicAdd(&counters[e / 2], 1u << counter_shift(e));
-  }
-  report_faults(p.device_status, faults);
-  __syncthreads();
-}
-
-GGEMM_DEVICE uint32_t counter_of(const uint32_t *counters, uint32_t expert) {
-  return (counters[expert / 2] >> counter_shift(expert)) & 0xffffu;
-}
-
-// The count pass: CTA b counts chunk b.
-GGEMM_DEVICE void route_count(const MoeRouteParams &p) {
-  extern __shared__ uint32_t counters[];
-  if (blockIdx.x == 0 && threadIdx.x == 0) *p.grid_arrivals = 0;
-  const uint32_t chunk = blockIdx.x;
-  if (chunk >= p.num_chunks) return;  // T = 0: one CTA, for the barrier only
-  count_chunk(p, chunk, counters);
-  for (uint32_t e = threadIdx.x; e < p.local_experts; e += blockDim.x)
-    p.chunk_counts[size_t(e) * p.num_chunks + chunk] = counter_of(counters, e);
-}
-
 // The CTA's maximum of one value per thread (kRouteThreads); `scratch`
 // holds kRouteWarps words.
 GGEMM_DEVICE uint32_t cta_max(uint32_t v, uint32_t *scratch) {
@@ -139,119 +108,12 @@ GGEMM_DEVICE uint32_t cta_max(uint32_t v, uint32_t *scratch) {
   return most;
 }
 
-// Chunks up to which phase A gives each expert a thread of its own that
-// walks the expert's chunk counts, instead of the CTA scanning one expert
-// at a time: a CTA-wide scan per expert is a global round trip and two
-// barriers in series, 64 of them cost ~30 us at one token (measured on the
-// H200), while a thread's walk over a few chunks costs one round trip for
-// all experts at once.
-constexpr uint32_t kThreadScanMaxChunks = 32;
-
-// Phase A: CTA g's experts [e0, e1): each expert's counts become their
-// exclusive prefix over chunks, its total goes to expert_rows, and the CTA's
-// totals to cta_totals[g].
-GGEMM_DEVICE void scan_expert_chunks(const MoeRouteParams &p, uint32_t e0, uint32_t e1, uint32_t *scratch) {
-  uint32_t rows = 0, active = 0, most = 0;
-  if (p.num_chunks <= kThreadScanMaxChunks) {
-    for (uint32_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
-      uint32_t *row = p.chunk_counts + size_t(e) * p.num_chunks;
-      uint32_t counts[kThreadScanMaxChunks];
-#pragma unroll
-      for (uint32_t c = 0; c < kThreadScanMaxChunks; ++c) counts[c] = c < p.num_chunks ? row[c] : 0;
-      uint32_t carried = 0;
-#pragma unroll
-      for (uint32_t c = 0; c < kThreadScanMaxChunks; ++c) {
-        if (c < p.num_chunks) row[c] = carried;
-        carried += counts[c];
-      }
-      p.expert_rows[e] = carried;
-      rows += carried;
-      active += carried > 0;
-      most = max(most, carried);
-    }
-    uint32_t rows_sum, active_sum;
-    cta_exclusive_scan(rows, scratch, &rows_sum);
-    cta_exclusive_scan(active, scratch, &active_sum);
-    const uint32_t most_all = cta_max(most, scratch);
-    if (threadIdx.x == 0) {
-      p.cta_totals[3 * blockIdx.x + 0] = rows_sum;
-      p.cta_totals[3 * blockIdx.x + 1] = active_sum;
-      p.cta_totals[3 * blockIdx.x + 2] = most_all;
-    }
-    return;
-  }
-  for (uint32_t e = e0; e < e1; ++e) {
-    uint32_t *row = p.chunk_counts + size_t(e) * p.num_chunks;
-    uint32_t carried = 0;
-    for (uint32_t c0 = 0; c0 < p.num_chunks; c0 += blockDim.x) {
-      const uint32_t c = c0 + threadIdx.x;
-      const uint32_t count = c < p.num_chunks ? row[c] : 0;
-      uint32_t sum;
-      const uint32_t before = cta_exclusive_scan(count, scratch, &sum);
-      if (c < p.num_chunks) row[c] = carried + before;
-      carried += sum;
-    }
-    rows += carried;
-    active += carried > 0;
-    most = max(most, carried);
-    if (threadIdx.x == 0) p.expert_rows[e] = carried;
-  }
-  if (threadIdx.x == 0) {
-    p.cta_totals[3 * blockIdx.x + 0] = rows;
-    p.cta_totals[3 * blockIdx.x + 1] = active;
-    p.cta_totals[3 * blockIdx.x + 2] = most;
-  }
-}
-
 struct RouteTotals {
-  uint32_t rows_before, active_before;  // of the CTAs before this one
-  uint32_t rows, active, most;          // of all
+  uint32_t rows, active, most;  // routed rows, experts with rows, the most rows of one
 };
 
-// Every CTA reads all CTAs' totals (at most kMaxRouteScatterCtas: cheap).
-GGEMM_DEVICE RouteTotals read_totals(const MoeRouteParams &p) {
-  __shared__ RouteTotals totals;
-  if (threadIdx.x == 0) {
-    RouteTotals t{0, 0, 0, 0, 0};
-    for (uint32_t g = 0; g < gridDim.x; ++g) {
-      const uint32_t rows = p.cta_totals[3 * g], active = p.cta_totals[3 * g + 1], most = p.cta_totals[3 * g + 2];
-      if (g < blockIdx.x) t.rows_before += rows, t.active_before += active;
-      t.rows += rows, t.active += active, t.most = max(t.most, most);
-    }
-    totals = t;
-  }
-  __syncthreads();
-  return totals;
-}
-
-// Phase B: CTA g's experts get their first sorted row and, when they have
-// rows, their group.
-// `expert_rows` holds each expert's rows (phase A's, in global memory, or
-// the one-CTA path's in shared memory) and gets its first sorted row.
-GGEMM_DEVICE void place_experts(const MoeRouteParams &p, uint32_t *expert_rows, uint32_t e0, uint32_t e1,
-                                const RouteTotals &t, uint32_t *scratch) {
-  uint32_t rows_carried = t.rows_before, groups_carried = t.active_before;
-  for (uint32_t b = e0; b < e1; b += blockDim.x) {
-    const uint32_t e = b + threadIdx.x;
-    const uint32_t rows = e < e1 ? expert_rows[e] : 0;  // this CTA wrote them
-    uint32_t rows_sum, groups_sum;
-    const uint32_t rows_before = cta_exclusive_scan(rows, scratch, &rows_sum);
-    const uint32_t groups_before = cta_exclusive_scan(rows > 0 ? 1u : 0u, scratch, &groups_sum);
-    if (e < e1) {
-      const uint32_t first_row = rows_carried + rows_before;
-      expert_rows[e] = first_row;
-      if (rows > 0) {
-        p.a_offsets[groups_carried + groups_before] = first_row;
-        p.expert_ids[groups_carried + groups_before] = int32_t(e);
-      }
-    }
-    rows_carried += rows_sum;
-    groups_carried += groups_sum;
-  }
-}
-
-// Phase B, the rest, spread over `threads` threads (this one `tid`): the
-// arrays past the active count and the rows past the routed ones.
+// The arrays past the active count and the rows past the routed ones,
+// spread over `threads` threads (this one `tid`); tid 0 writes the stats.
 GGEMM_DEVICE void fill_past_routed(const MoeRouteParams &p, const RouteTotals &t, uint32_t tid, uint32_t threads) {
   if (tid == 0) {
     p.usage_stats[0] = t.most;
@@ -268,108 +130,205 @@ GGEMM_DEVICE void fill_past_routed(const MoeRouteParams &p, const RouteTotals &t
   }
 }
 
-// The grid's threads, for the passes that spread phase B over the grid.
-GGEMM_DEVICE void fill_past_routed(const MoeRouteParams &p, const RouteTotals &t) {
-  fill_past_routed(p, t, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
-}
-
-// Phase C: the slots of one chunk to their sorted rows; `chunk_base(e)` is
-// expert e's first sorted row for this chunk.
-template <class ChunkBase>
-GGEMM_DEVICE void scatter_chunk(const MoeRouteParams &p, uint32_t chunk, uint32_t *counters, ChunkBase chunk_base) {
-  __shared__ uint32_t group_expert[kRouteWarps][32];  // per warp, at each group's leader lane
-  __shared__ uint32_t group_size[kRouteWarps][32];
-  __shared__ uint32_t group_base[kRouteWarps][32];
-  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();  // the previous chunk's last round is done with the counters
-  zero_counters(counters, p.local_experts);
+// The count pass: CTA c counts chunk c's slots per local expert (two 16-bit
+// counters a shared word: a chunk holds at most kMaxChunkSlots slots) and
+// writes row c of the count matrix. Checked mode's faults are the scatter
+// pass's to report (it sees every slot too).
+GGEMM_DEVICE void route_count(const MoeRouteParams &p) {
+  extern __shared__ uint32_t counters[];
+  const uint32_t chunk = blockIdx.x;
+  for (uint32_t i = threadIdx.x; i < (p.local_experts + 1) / 2; i += blockDim.x) counters[i] = 0;
   __syncthreads();
   const uint32_t first = chunk * p.chunk_slots;
   const uint32_t end = min(first + p.chunk_slots, p.num_slots);
-  for (uint32_t round = first; round < end; round += blockDim.x) {
-    const uint32_t s = round + threadIdx.x;
-    float w = 0.f;
-    uint32_t unused_faults = 0;  // reported by the count pass
-    const uint32_t e = s < end ? load_route_key(p, s, &w, &unused_faults) : kNoExpert;
-    const uint32_t peers = __match_any_sync(0xffffffffu, e);
-    const uint32_t leader = __ffs(peers) - 1;
-    const uint32_t rank_in_warp = __popc(peers & ((1u << lane) - 1u));
-    group_expert[warp][lane] = lane == leader ? e : kNoExpert;
-    group_size[warp][lane] = __popc(peers);
-    __syncthreads();
-    // One warp walks the warps in order: each group's base is the count of
-    // its expert's slots in earlier warps (and rounds), as the order wants.
-    if (warp == 0) {
-      for (uint32_t w2 = 0; w2 < kRouteWarps; ++w2) {
-        const uint32_t ge = group_expert[w2][lane];
-        if (ge != kNoExpert) {
-          const uint32_t shift = counter_shift(ge);
-          group_base[w2][lane] = (atomicAdd(&counters[ge / 2], group_size[w2][lane] << shift) >> shift) & 0xffffu;
-        }
-        __syncwarp();
-      }
-    }
-    __syncthreads();
-    if (e != kNoExpert) {
-      const uint32_t row = chunk_base(e) + group_base[warp][leader] + rank_in_warp;
-      p.row_token[row] = int32_t(s / p.top_k);
-      p.row_slot[row] = int32_t(s);
-      p.row_weight[row] = w;
-      p.slot_row[s] = int32_t(row);
-    } else if (s < end) {
-      p.slot_row[s] = -1;
-    }
+  uint32_t unused_faults = 0;
+  for (uint32_t s0 = first + threadIdx.x; s0 < end; s0 += kRouteKeyBatch * blockDim.x) {
+    uint32_t expert[kRouteKeyBatch];
+    float unused_weight[kRouteKeyBatch];
+    load_route_keys(
+        p, [&](uint32_t j) { return s0 + j * blockDim.x < end ? int64_t(s0 + j * blockDim.x) : int64_t(-1); }, expert,
+        unused_weight, &unused_faults);
+#pragma unroll
+    for (uint32_t j = 0; j < kRouteKeyBatch; ++j)
+      if (expert[j] != kNoExpert) atomicAdd(&counters[expert[j] / 2], 1u << ((expert[j] & 1u) * 16u));
   }
+  __syncthreads();
+  uint32_t *row = p.chunk_counts + size_t(chunk) * p.local_experts;
+  for (uint32_t e = threadIdx.x; e < p.local_experts; e += blockDim.x)
+    row[e] = (counters[e / 2] >> ((e & 1u) * 16u)) & 0xffffu;
 }
 
+// The scatter pass's view of its chunk: warp w ranks the run of
+// per_lane * 32 slots from first + w * per_lane * 32, 32 at a time.
+struct ChunkRuns {
+  uint32_t chunk, first, end, per_lane;
+  GGEMM_DEVICE uint32_t slot(uint32_t i) const {
+    return first + (threadIdx.x / 32) * per_lane * 32 + i * 32 + threadIdx.x % 32;
+  }
+};
+
+// Walks this lane's slots of the chunk in order, calling
+// visit(slot, expert, weight) once per step with the whole warp (a slot past
+// the chunk's end comes with kNoExpert); the ids and weights of a batch of
+// steps are loaded before any is visited. Returns checked mode's faults.
+template <class Visit>
+GGEMM_DEVICE uint32_t walk_runs(const MoeRouteParams &p, const ChunkRuns &c, Visit visit) {
+  uint32_t faults = 0;
+  for (uint32_t i0 = 0; i0 < c.per_lane; i0 += kRouteKeyBatch) {
+    uint32_t expert[kRouteKeyBatch];
+    float weight[kRouteKeyBatch];
+    load_route_keys(
+        p,
+        [&](uint32_t j) {
+          const uint32_t s = c.slot(i0 + j);
+          return i0 + j < c.per_lane && s < c.end ? int64_t(s) : int64_t(-1);
+        },
+        expert, weight, &faults);
+#pragma unroll
+    for (uint32_t j = 0; j < kRouteKeyBatch; ++j)
+      if (i0 + j < c.per_lane) visit(c.slot(i0 + j), expert[j], weight[j]);
+  }
+  return faults;
+}
+
+// Threads that share one expert's column of the count matrix (a power of
+// two up to a warp, so their sums meet by shuffles): as many as the CTA
+// has for each of the window's experts.
+GGEMM_DEVICE uint32_t column_threads(uint32_t experts) {
+  uint32_t t = 1;
+  while (t < 32 && 2 * t * experts <= kRouteThreads) t *= 2;
+  return t;
+}
+
+// The scatter pass (see the top of this file). Dynamic shared memory: the
+// warps' 16-bit counts, [kRouteWarps][window], then a 32-bit base a window
+// expert.
 GGEMM_DEVICE void route_scatter(const MoeRouteParams &p) {
-  extern __shared__ uint32_t counters[];
+  extern __shared__ __align__(16) uint8_t route_smem[];
   __shared__ uint32_t scratch[kRouteWarps];
-  const uint32_t e0 = uint32_t(uint64_t(p.local_experts) * blockIdx.x / gridDim.x);
-  const uint32_t e1 = uint32_t(uint64_t(p.local_experts) * (blockIdx.x + 1) / gridDim.x);
-  scan_expert_chunks(p, e0, e1, scratch);
-  grid_barrier(p.grid_arrivals, gridDim.x);
-  const RouteTotals t = read_totals(p);
-  place_experts(p, p.expert_rows, e0, e1, t, scratch);
-  fill_past_routed(p, t);
-  grid_barrier(p.grid_arrivals, 2 * gridDim.x);
-  for (uint32_t chunk = blockIdx.x; chunk < p.num_chunks; chunk += gridDim.x) {
-    scatter_chunk(p, chunk, counters, [&](uint32_t e) {
-      return p.expert_rows[e] + p.chunk_counts[size_t(e) * p.num_chunks + chunk];
+  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint32_t window = min(p.local_experts, kRouteWindowExperts);
+  uint16_t *warp_counts = reinterpret_cast<uint16_t *>(route_smem);  // [warp][expert - e0]
+  uint32_t *base = reinterpret_cast<uint32_t *>(route_smem + size_t(kRouteWarps) * window * sizeof(uint16_t));
+  uint16_t *my_counts = warp_counts + warp * window;
+
+  ChunkRuns runs;
+  runs.chunk = blockIdx.x;
+  runs.first = blockIdx.x * p.chunk_slots;
+  runs.end = min(runs.first + p.chunk_slots, p.num_slots);  // first >= end: T = 0
+  runs.per_lane = p.chunk_slots / kRouteThreads;
+
+  RouteTotals t{0, 0, 0};
+  uint32_t most = 0;
+  for (uint32_t e0 = 0; e0 < p.local_experts; e0 += window) {
+    const uint32_t experts = min(window, p.local_experts - e0);
+    // A slot's expert within the window, or kNoExpert.
+    auto in_window = [&](uint32_t e) { return e != kNoExpert && e - e0 < experts ? e - e0 : kNoExpert; };
+    __syncthreads();  // the previous window's walk is done with the tables
+    // (Every warp's row whole, as 32-bit words: rows are `window` wide.)
+    for (uint32_t i = threadIdx.x; i < kRouteWarps * window / 2; i += blockDim.x)
+      reinterpret_cast<uint32_t *>(warp_counts)[i] = 0;
+    __syncthreads();
+
+    // 1. Each warp counts its run's slots per expert.
+    const uint32_t faults = walk_runs(p, runs, [&](uint32_t, uint32_t e, float) {
+      const uint32_t x = in_window(e);
+      const uint32_t peers = __match_any_sync(0xffffffffu, x);
+      if (x != kNoExpert && lane == uint32_t(__ffs(peers) - 1)) my_counts[x] += uint16_t(__popc(peers));
+      __syncwarp();  // the next step's group leader may be another lane
+    });
+    if (e0 == 0) report_faults(p.device_status, faults);
+    __syncthreads();
+
+    // 2. Each expert's slots in the warps before each warp (in place), and
+    //    in the whole chunk (into base, for the one-chunk case).
+    for (uint32_t x = threadIdx.x; x < experts; x += blockDim.x) {
+      uint32_t carried = 0;
+      for (uint32_t w = 0; w < kRouteWarps; ++w) {
+        const uint32_t c = warp_counts[w * window + x];
+        warp_counts[w * window + x] = uint16_t(carried);
+        carried += c;
+      }
+      base[x] = carried;
+    }
+    __syncthreads();
+
+    // 3. Every expert's total and its rows in the chunks before this one
+    //    (the count matrix, or this chunk alone), their scan over the
+    //    experts (first rows, groups), and each expert's base in the chunk.
+    const uint32_t share = p.num_chunks > 1 ? column_threads(experts) : 1;
+    for (uint32_t x0 = 0; x0 < experts; x0 += kRouteThreads / share) {
+      const uint32_t x = x0 + threadIdx.x / share, part = threadIdx.x % share;
+      uint32_t total = 0, before = 0;
+      if (x < experts) {
+        if (p.num_chunks > 1) {
+          const uint32_t *column = p.chunk_counts + e0 + x;
+#pragma unroll 8
+          for (uint32_t c = part; c < p.num_chunks; c += share) {
+            const uint32_t v = column[size_t(c) * p.local_experts];
+            total += v;
+            before += c < runs.chunk ? v : 0u;
+          }
+        } else {
+          total = base[x];
+        }
+      }
+      for (uint32_t d = 1; d < share; d *= 2) {
+        total += __shfl_xor_sync(0xffffffffu, total, d);
+        before += __shfl_xor_sync(0xffffffffu, before, d);
+      }
+      const bool owner = x < experts && part == 0;
+      const uint32_t rows = owner ? total : 0u;
+      uint32_t rows_sum, groups_sum;
+      const uint32_t rows_before = cta_exclusive_scan(rows, scratch, &rows_sum);
+      const uint32_t groups_before = cta_exclusive_scan(rows > 0 ? 1u : 0u, scratch, &groups_sum);
+      if (owner) {
+        const uint32_t first_row = t.rows + rows_before;
+        base[x] = first_row + before;
+        if (rows > 0 && blockIdx.x == 0) {
+          p.a_offsets[t.active + groups_before] = first_row;
+          p.expert_ids[t.active + groups_before] = int32_t(e0 + x);
+        }
+      }
+      most = max(most, rows);
+      t.rows += rows_sum;
+      t.active += groups_sum;
+    }
+    __syncthreads();
+
+    // 4. Each warp walks its run again: a slot's row is its expert's base +
+    //    the expert's slots earlier in the run + its rank among its group.
+    walk_runs(p, runs, [&](uint32_t s, uint32_t e, float w) {
+      const uint32_t x = in_window(e);
+      const uint32_t peers = __match_any_sync(0xffffffffu, x);
+      const uint32_t leader = uint32_t(__ffs(peers) - 1);
+      uint32_t earlier = 0;
+      if (x != kNoExpert && lane == leader) {
+        earlier = my_counts[x];
+        my_counts[x] = uint16_t(earlier + __popc(peers));
+      }
+      earlier = __shfl_sync(0xffffffffu, earlier, leader);
+      __syncwarp();
+      if (x != kNoExpert) {
+        const uint32_t row = base[x] + earlier + __popc(peers & ((1u << lane) - 1u));
+        p.row_token[row] = int32_t(s / p.top_k);
+        p.row_slot[row] = int32_t(s);
+        p.row_weight[row] = w;
+        p.slot_row[s] = int32_t(row);
+      } else if (e == kNoExpert && e0 == 0 && s < runs.end) {
+        p.slot_row[s] = -1;
+      }
     });
   }
-}
-
-// The whole routing in one CTA when the slots make at most one chunk.
-// Dynamic shared memory: the counters, (local_experts + 1) / 2 words, then
-// one word per expert (its rows, then its first sorted row).
-GGEMM_DEVICE void route_one_cta(const MoeRouteParams &p) {
-  extern __shared__ uint32_t counters[];
-  __shared__ uint32_t scratch[kRouteWarps];
-  uint32_t *expert_rows = counters + (p.local_experts + 1) / 2;
-  count_chunk(p, 0, counters);  // T = 0: no slot, every counter 0
-  uint32_t rows = 0, active = 0, most = 0;
-  for (uint32_t e = threadIdx.x; e < p.local_experts; e += blockDim.x) {
-    const uint32_t c = counter_of(counters, e);
-    expert_rows[e] = c;
-    rows += c;
-    active += c > 0;
-    most = max(most, c);
-  }
-  RouteTotals t{0, 0, 0, 0, 0};
-  cta_exclusive_scan(rows, scratch, &t.rows);  // its barriers also publish expert_rows
-  cta_exclusive_scan(active, scratch, &t.active);
   t.most = cta_max(most, scratch);
-  place_experts(p, expert_rows, 0, p.local_experts, t, scratch);
-  fill_past_routed(p, t);
-  scatter_chunk(p, 0, counters, [&](uint32_t e) { return expert_rows[e]; });  // starts with a barrier
+  fill_past_routed(p, t, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 
 // The whole routing in one warp when every slot has a lane (decode, at most
 // kOneWarpMaxSlots slots): lane s holds slot s. A slot's sorted row is the
 // count of slots whose expert is smaller plus its rank among its expert's
 // slots (the lanes below it with the same expert): the stable order. No
-// shared memory and no barrier: the one-CTA path's 512 threads spend most of
+// shared memory and no barrier: a 512-thread scatter CTA would spend most of
 // a decode call's routing in barriers and scans over every expert.
 //
 // route_warp computes one lane's part; route_one_warp writes it to the
