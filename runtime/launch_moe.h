@@ -84,17 +84,18 @@ struct MoeCombineLaunch {
 };
 Status launch_moe_combine(Device &dev, const MoeCombineLaunch &l, CUstream stream);
 
-// One gather copy (ggemm_moe_ffn past its fused gather): out[m, :] =
-// x[row_index[m], :] for m < rows, zeros where the index is -1; rows of
-// row_bytes (a multiple of 16).
-struct MoeGatherLaunch {
-  int64_t rows, x_rows, row_bytes;
+// One expand copy (ggemm_moe_ffn past its fused gather): out[slot_row[t *
+// top_k + j], :] = x[t, :] for each slot with a row; rows of row_bytes (a
+// multiple of 16).
+struct MoeExpandLaunch {
+  int64_t num_tokens, top_k, out_rows, row_bytes;
   const void *x;
-  const int32_t *row_index;
+  const int32_t *slot_row;
   void *out;
+  const uint32_t *routed_rows;  // device word: the routing's row count (rows past it get zeros)
   uint32_t *device_status;
 };
-Status launch_moe_gather_rows(Device &dev, const MoeGatherLaunch &l, CUstream stream);
+Status launch_moe_expand_rows(Device &dev, const MoeExpandLaunch &l, CUstream stream);
 
 // Threads that sum one token's row (a power of two, 8..128): one per
 // 16-byte vector of the row where the row is short.

@@ -91,7 +91,14 @@ const ArgsCase<RouteArgs> kRouteCases[] = {
     {"NumTokens2To31", [](RouteArgs &a) { a.num_tokens = k2To31; }, GGEMM_STATUS_INVALID_DIMENSION, "num_tokens"},
     {"TopKZero", [](RouteArgs &a) { a.top_k = 0; }, GGEMM_STATUS_INVALID_DIMENSION, "top_k"},
     {"TopK65", [](RouteArgs &a) { a.top_k = 65; }, GGEMM_STATUS_INVALID_DIMENSION, "top_k"},
-    {"TopK64", [](RouteArgs &a) { a.top_k = 64; }, kAccepted, nullptr},
+    // (More slots may need more workspace: the count matrix has a row a
+    // chunk of 512 slots.)
+    {"TopK64",
+     [](RouteArgs &a) {
+       a.top_k = 64;
+       a.workspace_bytes = route_workspace(a);
+     },
+     kAccepted, nullptr},
     // The routed rows are numbered in 31 bits.
     {"SlotsPast2To31", [](RouteArgs &a) { a.num_tokens = k2To31 / 8, a.top_k = 8; }, GGEMM_STATUS_INVALID_DIMENSION,
      "num_tokens"},

@@ -161,9 +161,10 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     // expert's [2I, H] gate and up rows. The gather is fused into the GEMM's
     // loads (one-row TMA boxes) for decode-sized calls only: its boxes cost
     // per box, not per byte, and past a few hundred rows a plain copy of the
-    // rows at copy bandwidth (the gather copy, ptx/moe/gather_rows.cuh, into
-    // y's space, which the down product overwrites later) and the ungathered
-    // GEMM are much faster (docs/performance.md, "the MoE layer").
+    // rows at copy bandwidth (the expand copy, ptx/moe/expand_rows.cuh: each
+    // token's row to its k sorted rows, into y's space, which the down
+    // product overwrites later) and the ungathered GEMM are much faster
+    // (docs/performance.md, "the MoE layer").
     void *h = at<void>(ws, w.h);
     void *y = at<void>(ws, w.y);
     const bool fused_gather = rows <= kFusedGatherMaxRows;
@@ -194,11 +195,13 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
       GGEMM_TRY(ggemm::report(ggemm::launch_moe_route(*handle->device, route, s)));
     }
     if (!fused_gather) {
-      ggemm::MoeGatherLaunch gather{};
-      gather.rows = rows, gather.x_rows = a.num_tokens, gather.row_bytes = hidden * ggemm::dtype_bytes(a.dtype);
-      gather.x = a.x, gather.row_index = route.row_token, gather.out = y;
-      gather.device_status = checked_mode_word(handle);
-      GGEMM_TRY(ggemm::report(ggemm::launch_moe_gather_rows(*handle->device, gather, s)));
+      ggemm::MoeExpandLaunch expand{};
+      expand.num_tokens = a.num_tokens, expand.top_k = a.top_k, expand.out_rows = rows;
+      expand.row_bytes = hidden * ggemm::dtype_bytes(a.dtype);
+      expand.x = a.x, expand.slot_row = route.slot_row, expand.out = y;
+      expand.routed_rows = route.a_offsets + a.local_experts;
+      expand.device_status = checked_mode_word(handle);
+      GGEMM_TRY(ggemm::report(ggemm::launch_moe_expand_rows(*handle->device, expand, s)));
     }
     GGEMM_TRY(ggemm::api::launch(handle, gate_up, stream));
 

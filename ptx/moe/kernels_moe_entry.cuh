@@ -5,7 +5,7 @@
 #pragma once
 #include "../instr/grid_dependency.h"
 #include "combine.cuh"
-#include "gather_rows.cuh"
+#include "expand_rows.cuh"
 #include "route.cuh"
 
 // Every entry first lets the stream's next kernel be placed, then waits for
@@ -40,11 +40,12 @@ extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
   ggemm::moe::route_scatter(p);
 }
 
-// The gather copy: a warp a row at a time (grid-stride), any 16-bit dtype.
-extern "C" __global__ void __launch_bounds__(ggemm::moe::kGatherThreads)
-    ggemm_moe_gather_rows(const __grid_constant__ ggemm::moe::MoeGatherParams p) {
+// The expand copy: a warp a token's stretch of the row at a time
+// (grid-stride), any element type (16-byte vectors).
+extern "C" __global__ void __launch_bounds__(ggemm::moe::kExpandThreads)
+    ggemm_moe_expand_rows(const __grid_constant__ ggemm::moe::MoeExpandParams p) {
   GGEMM_MOE_KERNEL_PROLOGUE();
-  ggemm::moe::gather_rows(p);
+  ggemm::moe::expand_rows(p);
 }
 
 #define GGEMM_MOE_DEFINE_COMBINE(Y, YN, OUT, ON)                                              \

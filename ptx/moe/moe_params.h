@@ -76,19 +76,23 @@ struct MoeCombineParams {
   uint32_t accumulate;     // fp32 out only
 };
 
-// The gather copy (ptx/moe/gather_rows.cuh): a warp a row at a time,
-// kGatherVectorsInFlight 16-byte loads in flight a lane.
-constexpr uint32_t kGatherThreads = 256;
-constexpr uint32_t kGatherVectorsInFlight = 8;
+// The expand copy (ptx/moe/expand_rows.cuh): a warp a token's stretch of
+// 32 x kExpandVectorsInFlight 16-byte vectors at a time.
+constexpr uint32_t kExpandThreads = 256;
+constexpr uint32_t kExpandVectorsInFlight = 8;
+constexpr uint32_t kExpandSlotBatch = 8;  // a token's slots whose rows are read at once
 
-struct MoeGatherParams {
-  const void *x;             // [x_rows, row_vectors x 16 bytes]
-  const int32_t *row_index;  // [rows]: the row of x each out row copies; -1 = zeros
-  void *out;                 // [rows, row_vectors x 16 bytes]
-  uint32_t *device_status;   // checked mode; null = off
-  uint32_t rows;
-  uint32_t x_rows;
-  uint32_t row_vectors;      // 16-byte vectors a row
+struct MoeExpandParams {
+  const void *x;           // [num_tokens, row_vectors x 16 bytes]
+  const int32_t *slot_row; // [num_tokens * top_k]: the row each (token, slot) is copied to; -1 = none
+  void *out;               // [out_rows, row_vectors x 16 bytes]
+  const uint32_t *routed_rows;  // the routed rows (a_offsets[local_experts]); rows past them get zeros
+  uint32_t *device_status; // checked mode; null = off
+  uint32_t num_tokens;
+  uint32_t top_k;
+  uint32_t out_rows;
+  uint32_t row_vectors;    // 16-byte vectors a row
+  uint32_t slot_parts;     // warps that split a token's slots (1..top_k): more warps where tokens are few
 };
 
 }  // namespace ggemm::moe

@@ -1,0 +1,97 @@
+// The MoE layer's expand copy (ggemm_moe_ffn past the fused gather's rows):
+// each token's row of x copied to its k sorted rows, out[slot_row[t * k +
+// j], :] = x[t, :], for the ungathered gate_up GEMM. Token-major: each
+// token's row is read from memory once and written k times (a row-major
+// gather, out[m] = x[row_token[m]], read each token k times, and at
+// prefill, where the copies outgrow L2, mostly from DRAM). A slot with no
+// row (-1) is skipped; the rows past the routed ones, which no slot names,
+// get zeros (the GEMM's boxes may load them; no stale bits go in). Memory
+// bound: a warp copies
+// one token's 256-vector stretch of the row (kExpandVectorsInFlight 16-byte
+// loads a lane, all in flight before any store) to its rows, or, where
+// tokens are too few to fill the GPU, to every slot_parts-th of them.
+#pragma once
+#include <cstdint>
+
+#include "../blocks/routing_check.h"
+#include "moe_params.h"
+
+namespace ggemm::moe {
+
+#if defined(__CUDACC__)
+
+// Plain (coherent) loads and stores, in this order: ptxas may not move a
+// store above a load that might read what it writes, so a lane's loads are
+// all in flight before its first store. (With __ldg's non-coherent loads,
+// or left to itself, it interleaved them, two or three loads in flight.)
+GGEMM_DEVICE uint4 load_vector(const uint4 *at) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(at));
+  return v;
+}
+
+GGEMM_DEVICE void store_vector(uint4 *at, const uint4 &v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(at), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
+  constexpr uint32_t kStretch = 32 * kExpandVectorsInFlight;  // vectors a warp copies
+  const uint32_t lane = threadIdx.x % 32;
+  const uint32_t stretches = (p.row_vectors + kStretch - 1) / kStretch;
+  const uint64_t items = uint64_t(p.num_tokens) * stretches * p.slot_parts;
+  const uint64_t warps = uint64_t(gridDim.x) * (blockDim.x / 32);
+  uint32_t faults = 0;
+  for (uint64_t item = uint64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; item < items; item += warps) {
+    // Item = (token, stretch, part): neighbouring warps take the parts of
+    // one stretch, so the copies that re-read it find it in L2.
+    const uint32_t part = uint32_t(item % p.slot_parts);
+    const uint32_t token = uint32_t(item / p.slot_parts / stretches);
+    const uint32_t v0 = uint32_t(item / p.slot_parts % stretches) * kStretch + lane;
+    const uint4 *src = static_cast<const uint4 *>(p.x) + size_t(token) * p.row_vectors;
+    uint4 v[kExpandVectorsInFlight];
+#pragma unroll
+    for (uint32_t i = 0; i < kExpandVectorsInFlight; ++i)
+      if (v0 + 32 * i < p.row_vectors) v[i] = load_vector(src + v0 + 32 * i);
+    // The token's rows, a batch of kExpandSlotBatch read before any store
+    // (the stores' memory clobber keeps later reads behind them).
+    for (uint32_t j0 = part; j0 < p.top_k; j0 += kExpandSlotBatch * p.slot_parts) {
+      int32_t row[kExpandSlotBatch];
+#pragma unroll
+      for (uint32_t j = 0; j < kExpandSlotBatch; ++j) {
+        const uint32_t slot = j0 + j * p.slot_parts;
+        row[j] = slot < p.top_k ? p.slot_row[size_t(token) * p.top_k + slot] : -1;
+        // A row outside [-1, out_rows) is written nowhere and reported.
+        const bool inside = row[j] >= 0 && uint32_t(row[j]) < p.out_rows;
+        if (!inside && row[j] != -1) faults |= kFaultIndexOutOfRange;
+        if (!inside) row[j] = -1;
+      }
+#pragma unroll
+      for (uint32_t j = 0; j < kExpandSlotBatch; ++j) {
+        if (row[j] < 0) continue;
+        uint4 *dst = static_cast<uint4 *>(p.out) + size_t(row[j]) * p.row_vectors;
+#pragma unroll
+        for (uint32_t i = 0; i < kExpandVectorsInFlight; ++i)
+          if (v0 + 32 * i < p.row_vectors) store_vector(dst + v0 + 32 * i, v[i]);
+      }
+    }
+  }
+  // The rows past the routed ones (the routing's count: a_offsets past the
+  // active groups).
+  const uint32_t routed = min(*p.routed_rows, p.out_rows);
+  const uint64_t pad_items = uint64_t(p.out_rows - routed) * stretches;
+  for (uint64_t item = uint64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; item < pad_items; item += warps) {
+    const uint32_t v0 = uint32_t(item % stretches) * kStretch + lane;
+    uint4 *dst = static_cast<uint4 *>(p.out) + size_t(routed + item / stretches) * p.row_vectors;
+#pragma unroll
+    for (uint32_t i = 0; i < kExpandVectorsInFlight; ++i)
+      if (v0 + 32 * i < p.row_vectors) store_vector(dst + v0 + 32 * i, make_uint4(0, 0, 0, 0));
+  }
+  faults = __reduce_or_sync(0xffffffffu, faults);
+  if (p.device_status && faults && lane == 0) atomicOr(p.device_status, faults);
+}
+
+#endif  // __CUDACC__
+
+}  // namespace ggemm::moe
