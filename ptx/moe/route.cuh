@@ -18,10 +18,13 @@
 //     expert's slots in the chunk is
 //       the expert's slots in the warps before it + those earlier in its run;
 //     the first term is a prefix over the 16 warps' counts, a thread an
-//     expert. Every CTA then reads the whole count matrix (a few thousand
-//     words; each expert's column split over up to 32 threads) and scans the
-//     experts' totals, so each knows every expert's first sorted row and
-//     its rows in the chunks before its own, with no other CTA to wait for:
+//     expert. Every CTA then reads the whole count matrix (chunks x experts
+//     words, each expert's column split over up to 32 threads: 64 x 128 at
+//     Qwen3-30B's 4096 tokens; the chunks stop growing at kMaxChunkSlots,
+//     so past ~4M slots the grid's reads grow as the square of the chunk
+//     count) and scans the experts' totals, so each knows every expert's
+//     first sorted row and its rows in the chunks before its own, with no
+//     other CTA to wait for:
 //       sorted row = expert's first row + its rows in earlier chunks
 //                    + its slots in earlier warps + rank in the warp's run.
 //     CTA 0 writes the groups and the usage stats; the rows past the routed
