@@ -1,8 +1,10 @@
 #include "runtime/launch_moe.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "ptx/moe/moe_params.h"
+#include "runtime/debug.h"
 #include "runtime/launch_config.h"
 #include "runtime/plan.h"
 
@@ -51,6 +53,9 @@ Status launch_kernel(Device &dev, const char *name, uint32_t grid, uint32_t thre
   GGEMM_RETURN_IF_ERROR(ctx.status());
   void *args[] = {params};
   GGEMM_CU(drv, cuLaunchKernelEx(lc.get(), reinterpret_cast<CUfunction>(kernel), args, nullptr));
+  if (debug_enabled())
+    std::fprintf(stderr, "[ggemm] moe kernel %s grid %ux%u threads %u smem %u\n", name, grid, grid_y, threads,
+                 smem_bytes);
   return OkStatus();
 }
 
@@ -163,6 +168,34 @@ Status launch_moe_expand_rows(Device &dev, const MoeExpandLaunch &l, CUstream st
   const int64_t items = stretches * p.slot_parts;
   const int64_t ctas = std::clamp<int64_t>(ceil_div(items, moe::kExpandThreads / 32), 1, int64_t(1) << 16);
   return launch_kernel(dev, "ggemm_moe_expand_rows", uint32_t(ctas), moe::kExpandThreads, 0, &p, stream);
+}
+
+Status launch_moe_decode_down(Device &dev, const MoeDecodeDownLaunch &l, CUstream stream) {
+  if (l.top_k > int64_t(moe::kDecodeDownMaxTopK) || l.hidden % moe::kDecodeDownCols != 0 || l.num_tokens <= 0)
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "decode down projection: T %lld, top_k %lld, hidden %lld",
+                 static_cast<long long>(l.num_tokens), static_cast<long long>(l.top_k),
+                 static_cast<long long>(l.hidden));
+  moe::MoeDecodeDownParams p{};
+  p.h = l.h;
+  p.w_down = l.w_down;
+  p.topk_ids = l.topk_ids;
+  p.topk_weights = l.topk_weights;
+  p.slot_row = l.slot_row;
+  p.out = l.out;
+  p.num_tokens = uint32_t(l.num_tokens);
+  p.top_k = uint32_t(l.top_k);
+  p.hidden = uint32_t(l.hidden);
+  p.inter = uint32_t(l.intermediate);
+  p.h_rows = uint32_t(l.h_rows);
+  p.num_experts = int32_t(l.num_experts);
+  p.first_expert = int32_t(l.first_expert);
+  p.local_experts = uint32_t(l.local_experts);
+  // A CTA a tile while they fit one wave of four an SM, else that wave
+  // striding over them.
+  const int64_t tiles = l.num_tokens * (l.hidden / moe::kDecodeDownCols);
+  const int64_t ctas = std::min<int64_t>(tiles, int64_t(dev.props().sm_count) * moe::kDecodeDownCtasPerSm);
+  const char *name = l.dtype == GGEMM_DTYPE_BF16 ? "ggemm_moe_decode_down_bf16" : "ggemm_moe_decode_down_fp16";
+  return launch_kernel(dev, name, uint32_t(ctas), moe::kDecodeDownThreads, 0, &p, stream);
 }
 
 uint32_t combine_team_threads(int64_t hidden) {

@@ -1,4 +1,5 @@
-// The MoE layer's own launches (routing, combine) and the layout of the
+// The MoE layer's own launches (routing, the token copy, the decode down
+// projection, combine) and the layout of the
 // workspaces that ggemm_moe_route and ggemm_moe_ffn carve their scratch and
 // intermediates from. The grouped matmuls between them are GroupedLaunches
 // (runtime/launch_grouped.h).
@@ -96,6 +97,22 @@ struct MoeExpandLaunch {
   uint32_t *device_status;
 };
 Status launch_moe_expand_rows(Device &dev, const MoeExpandLaunch &l, CUstream stream);
+
+// One decode down projection with the combine (ggemm_moe_ffn at decode,
+// ptx/moe/decode_down.cuh): out[t] = the sum over t's routed slots of
+// weight * (w_down[expert] times h[slot_row]); T > 0, top_k <=
+// moe::kDecodeDownMaxTopK, hidden a multiple of moe::kDecodeDownCols.
+struct MoeDecodeDownLaunch {
+  ggemm_dtype dtype;  // bf16 or fp16: h, w_down, out
+  int64_t num_tokens, top_k, hidden, intermediate, h_rows;
+  int64_t num_experts, first_expert, local_experts;
+  const void *h, *w_down;
+  const int32_t *topk_ids;
+  const float *topk_weights;
+  const int32_t *slot_row;
+  void *out;
+};
+Status launch_moe_decode_down(Device &dev, const MoeDecodeDownLaunch &l, CUstream stream);
 
 // Threads that sum one token's row (a power of two, 8..128): one per
 // 16-byte vector of the row where the row is short.

@@ -3,7 +3,10 @@
 # (ggemm_moe_ffn; ptx/sm90/decode_gemv.cuh, route_into_table), one launch
 # fewer than a routing kernel: GGEMM_DEBUG=1 over the GPU layer cases made
 # for it (tests/test_gpu_moe.cpp, *DecodeRoutedInGemv*) must show the routed
-# GEMV on gate_up, and over a prefill case must not. $1 is ggemm_tests.
+# GEMV on gate_up, and over a prefill case must not. And up to 4 tokens its
+# down projection sums each token's slots itself (ptx/moe/decode_down.cuh):
+# those cases launch ggemm_moe_decode_down and no combine; the 8-token
+# decode case the combine and no decode down. $1 is ggemm_tests.
 # Skips (77) when the GPU tests skip; on a GPU other than sm_90a there is no
 # routed kernel and the layer routes by a launch of its own (skip).
 set -uo pipefail
@@ -25,6 +28,15 @@ echo "$cases decode layer cases, $routed gate_up launches on the routed GEMV"
 grep "moe_ffn gate_up" <<<"$out" | head -3 | cut -c1-240
 [ "$cases" -ge 6 ] || { echo "FAIL: expected at least 6 decode layer cases, ran $cases"; fail=1; }
 [ "$routed" -eq "$cases" ] || { echo "FAIL: every decode case's gate_up should run the routed GEMV"; fail=1; }
+down=$(grep -c 'moe kernel ggemm_moe_decode_down_' <<<"$out")
+combines=$(grep -c 'moe kernel ggemm_moe_combine_' <<<"$out")
+echo "$down decode down launches, $combines combine launches"
+[ "$down" -eq "$cases" ] || { echo "FAIL: every decode case of at most 4 tokens should run the decode down"; fail=1; }
+[ "$combines" -eq 0 ] || { echo "FAIL: a decode case of at most 4 tokens ran the combine"; fail=1; }
+out_8=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Cases/GpuMoeFfn.MatchesReference/Bf16DecodeSortedDownEightTokens' 2>&1)
+if grep -q 'moe kernel ggemm_moe_decode_down_' <<<"$out_8" || ! grep -q 'moe kernel ggemm_moe_combine_' <<<"$out_8"; then
+  echo "FAIL: the 8-token decode case should run the sorted down and the combine"; fail=1
+fi
 out_p=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Cases/GpuMoeFfn.MatchesReference/Bf16E8K2' 2>&1)
 if grep -q 'decode_gemv_routed' <<<"$out_p"; then
   echo "FAIL: a prefill call (600 slots) ran the routed GEMV"; fail=1

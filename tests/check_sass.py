@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Disassembles the kernel fatbins and checks every sm_90a kernel for its
 tensor-core instruction (HGMMA: wgmma; the short-K kernels HMMA: mma.sync;
-the decode GEMV, which has none, its 16-byte weight loads past L1 and fp32
-FMAs) and for no local-memory traffic (LDL/STL: spills or stack arrays).
+the decode GEMV and the MoE layer's decode down projection, which have none,
+their 16-byte weight loads past L1 and fp32 FMAs) and for no local-memory
+traffic (LDL/STL: spills or stack arrays).
 
 Exit 0 = pass, 1 = fail, 77 = skipped (no cuobjdump; ctest reports SKIP).
 """
@@ -20,6 +21,7 @@ def main():
         return 77
     failures = []
     checked = 0
+    decode_down = 0
     for fatbin in fatbins:
         out = subprocess.run([cuobjdump, "-sass", fatbin], capture_output=True, text=True,
                              env={"PATH": str(Path(cuobjdump).parent) + ":/usr/bin:/bin"})
@@ -36,6 +38,12 @@ def main():
                 # fp32 FMAs on weight rows streamed past L1 by 16-byte loads.
                 if not re.search(r"\bLDG\.E\.NA\.128\b", body) or "FFMA" not in body:
                     failures.append(f"{name}: no 16-byte weight loads or no FFMA")
+            elif name.startswith("ggemm_moe_decode_down_"):
+                decode_down += 1
+                # The MoE layer's decode down projection (both architectures'
+                # fatbins): the same streamed weight loads and fp32 FMAs.
+                if not re.search(r"\bLDG\.E\.NA\.128\b", body) or "FFMA" not in body:
+                    failures.append(f"{name}: no 16-byte weight loads or no FFMA")
             elif name.startswith("ggemm_sm90_") and "HGMMA" not in body:
                 failures.append(f"{name}: no HGMMA (wgmma) instruction")
             local = re.findall(r"\b(LDL|STL)(\.\S+)?\b", body)
@@ -46,6 +54,9 @@ def main():
         print("FAIL", f)
     if checked == 0:
         print("FAIL: no kernels found")
+        return 1
+    if decode_down < 2 * sum("kernels_moe" in f for f in fatbins):
+        print(f"FAIL: {decode_down} decode down kernels (bf16 and fp16 in each MoE fatbin)")
         return 1
     return 1 if failures else 0
 

@@ -541,6 +541,18 @@ const FfnCase kFfnCases[] = {
     // gate_up's 512 tiles of 1 row at four CTAs an SM; down (N 1024) off
     // the GEMV.
     {"Bf16DecodeRoutedInGemvFourCtas", kBf16, 1, 1024, 1024, 8, 16, 0, 16, Pattern::kZipf},
+    // The decode down projection (ptx/moe/decode_down.cuh, up to 4 tokens)
+    // on its edges: tokens of one slot; a long K (Mixtral's shape: two
+    // slots, 56 units a warp); widths that are no multiple of its 256-
+    // element steps (I 200: lanes past K) or of 16 columns (H 264); most
+    // slots on other ranks (DeepSeek-V3's EP8 split: 32 of 256 experts
+    // local). Then a decode call past 4 tokens: the sorted down and the
+    // combine.
+    {"Bf16DecodeDownTopOne", kBf16, 4, 512, 256, 1, 8, 0, 8, Pattern::kBalanced},
+    {"Fp16DecodeDownLongK", kFp16, 1, 256, 14336, 2, 8, 0, 8, Pattern::kBalanced},
+    {"Bf16DecodeDownOddWidths", kBf16, 3, 264, 200, 4, 16, 0, 16, Pattern::kZipf},
+    {"Bf16DecodeDownFewLocal", kBf16, 4, 512, 256, 8, 256, 32, 32, Pattern::kBalanced},
+    {"Bf16DecodeSortedDownEightTokens", kBf16, 8, 512, 256, 2, 8, 0, 8, Pattern::kDuplicates},
 };
 
 // The index in kFfnCases of a case by name (the graph test's).

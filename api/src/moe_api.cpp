@@ -122,15 +122,32 @@ extern "C" ggemm_status ggemm_moe_combine(ggemm_handle_t handle, const ggemm_moe
   });
 }
 
-// Routed rows up to which ggemm_moe_ffn gathers inside the gate_up GEMM.
-constexpr int64_t kFusedGatherMaxRows = 32;
+// Routed rows up to which ggemm_moe_ffn gathers x inside the gate_up GEMM.
+constexpr int64_t kDecodeMaxRows = 32;
+// Tokens up to which, at decode, the down projection and the combine are
+// one kernel (ptx/moe/decode_down.cuh). Its tiles are a token's columns, so
+// an expert that two tokens share is read once per token: the tokens of a
+// column block run side by side and the second read mostly hits L2.
+// Measured on the H200 (sustained, layer against the sorted down GEMV and
+// the combine, docs/performance.md): 1-4 tokens 0.92-1.0x on Qwen3-30B-
+// A3B, Qwen3-235B-A22B and Mixtral, 0.99-1.015x on DeepSeek-V3 EP8; at 16
+// tokens Mixtral's 32 slots on 8 experts read each expert's rows ~4 times,
+// and a first version of the kernel took 1.85x there.
+constexpr int64_t kDecodeDownMaxTokens = 4;
 
-// route (at decode, inside gate_up) -> gate_up (gather x by row_token,
-// SwiGLU) -> h -> down (scaled by row_weight) -> y in sorted rows ->
-// combine (each token's k rows by slot_row) -> out. The down product
-// writes sorted rows and the combine gathers them, rather than the GEMM
-// scattering rows to token order: the same bytes move, the sum's order is
-// fixed (deterministic), and the GEMM keeps its contiguous TMA stores.
+// Prefill: route -> expand (x copied to sorted rows) -> gate_up (SwiGLU) ->
+// h -> down (scaled by row_weight) -> y in sorted rows -> combine (each
+// token's k rows by slot_row) -> out. The down product writes sorted rows
+// and the combine gathers them, rather than the GEMM scattering rows to
+// token order: the same bytes move, the sum's order is fixed
+// (deterministic), and the GEMM keeps its contiguous TMA stores.
+//
+// Decode (at most kDecodeMaxRows rows): route (inside gate_up's GEMV where
+// it can) -> gate_up (gathering x by row_token, SwiGLU) -> h -> down ->
+// combine, where up to kDecodeDownMaxTokens tokens the down projection
+// sums each token's slots itself (ptx/moe/decode_down.cuh) -> out: two
+// launches where prefill makes five, each after the first a dependent
+// kernel that waits for the one before it.
 extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn_args *args, ggemm_stream_t stream) {
   return guarded([&] {
     GGEMM_TRY(ggemm::validate_moe_ffn_dims(args));
@@ -167,7 +184,7 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     // (docs/performance.md, "the MoE layer").
     void *h = at<void>(ws, w.h);
     void *y = at<void>(ws, w.y);
-    const bool fused_gather = rows <= kFusedGatherMaxRows;
+    const bool decode = rows <= kDecodeMaxRows, fused_gather = decode;
     ggemm::GroupedLaunch gate_up = ffn_matmul("moe_ffn gate_up", a, route, handle);
     gate_up.shape.n = 2 * inter, gate_up.shape.k = hidden;
     gate_up.shape.epilogue = GGEMM_EPILOGUE_SWIGLU;
@@ -204,6 +221,18 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
       GGEMM_TRY(ggemm::report(ggemm::launch_moe_expand_rows(*handle->device, expand, s)));
     }
     GGEMM_TRY(ggemm::api::launch(handle, gate_up, stream));
+
+    if (decode && a.num_tokens <= kDecodeDownMaxTokens) {
+      ggemm::MoeDecodeDownLaunch down{};
+      down.dtype = a.dtype;
+      down.num_tokens = a.num_tokens, down.top_k = a.top_k, down.hidden = hidden, down.intermediate = inter;
+      down.h_rows = rows;
+      down.num_experts = a.num_experts, down.first_expert = a.first_expert, down.local_experts = a.local_experts;
+      down.h = h, down.w_down = a.w_down;
+      down.topk_ids = a.topk_ids, down.topk_weights = a.topk_weights, down.slot_row = route.slot_row;
+      down.out = a.out;
+      return ggemm::report(ggemm::launch_moe_decode_down(*handle->device, down, s));
+    }
 
     // down: y [T * k, H] = row_weight * (h times the expert's [H, I]), in
     // sorted rows.

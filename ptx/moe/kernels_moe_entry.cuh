@@ -1,10 +1,12 @@
-// The MoE layer's extern "C" entry points (routing and combine), compiled
-// into each architecture's fatbin by ptx/<arch>/kernels_moe.cu. Plain CUDA
-// C++ (no tensor cores): the same source for sm_90a and sm_100a. The
-// runtime launches them by these names (runtime/launch_moe.cpp).
+// The MoE layer's extern "C" entry points (routing, the token copy, the
+// decode down projection, combine), compiled into each architecture's
+// fatbin by ptx/<arch>/kernels_moe.cu. Plain CUDA C++ (no tensor cores):
+// the same source for sm_90a and sm_100a. The runtime launches them by
+// these names (runtime/launch_moe.cpp).
 #pragma once
 #include "../instr/grid_dependency.h"
 #include "combine.cuh"
+#include "decode_down.cuh"
 #include "expand_rows.cuh"
 #include "route.cuh"
 
@@ -58,3 +60,15 @@ GGEMM_MOE_DEFINE_COMBINE(__nv_bfloat16, bf16, __nv_bfloat16, bf16)
 GGEMM_MOE_DEFINE_COMBINE(__nv_bfloat16, bf16, float, fp32)
 GGEMM_MOE_DEFINE_COMBINE(__half, fp16, __half, fp16)
 GGEMM_MOE_DEFINE_COMBINE(__half, fp16, float, fp32)
+
+// The decode down projection with the combine: a tile a CTA at a time
+// (grid-stride), four CTAs an SM.
+#define GGEMM_MOE_DEFINE_DECODE_DOWN(T, TN)                                                        \
+  extern "C" __global__ void __launch_bounds__(ggemm::moe::kDecodeDownThreads,                     \
+                                               ggemm::moe::kDecodeDownCtasPerSm)                   \
+      ggemm_moe_decode_down_##TN(const __grid_constant__ ggemm::moe::MoeDecodeDownParams p) {     \
+    GGEMM_MOE_KERNEL_PROLOGUE();                                                                   \
+    ggemm::moe::decode_down<T>(p);                                                                 \
+  }
+GGEMM_MOE_DEFINE_DECODE_DOWN(__nv_bfloat16, bf16)
+GGEMM_MOE_DEFINE_DECODE_DOWN(__half, fp16)

@@ -1,6 +1,6 @@
-// The MoE layer's routing and combine kernels' parameters (ptx/moe/route.cuh,
-// ptx/moe/combine.cuh), shared by the kernels and the runtime that fills
-// them (runtime/launch_moe.cpp). Plain data: no CUDA header needed.
+// The MoE layer's own kernels' parameters (ptx/moe/: route, combine, expand
+// rows, decode down), shared by the kernels and the runtime that fills them
+// (runtime/launch_moe.cpp). Plain data: no CUDA header needed.
 #pragma once
 #include <cstdint>
 
@@ -93,6 +93,33 @@ struct MoeExpandParams {
   uint32_t out_rows;
   uint32_t row_vectors;    // 16-byte vectors a row
   uint32_t slot_parts;     // warps that split a token's slots (1..top_k): more warps where tokens are few
+};
+
+// The decode down projection with the combine (ptx/moe/decode_down.cuh): a
+// CTA of four warps a tile of one token's kDecodeDownCols output columns,
+// each warp loading kDecodeDownBatch (slot, K step) units at once.
+constexpr uint32_t kDecodeDownThreads = 128;
+constexpr uint32_t kDecodeDownCols = 4;
+constexpr uint32_t kDecodeDownBatch = 4;
+constexpr uint32_t kDecodeDownCtasPerSm = 4;  // the kernels' launch bounds
+// Slots a token may have on this path: one warp's lanes hold them.
+constexpr uint32_t kDecodeDownMaxTopK = 32;
+
+struct MoeDecodeDownParams {
+  const void *h;              // [h_rows, inter]: gate_up's SwiGLU rows, in sorted order
+  const void *w_down;         // [local_experts, hidden, inter]
+  const int32_t *topk_ids;    // [T * k]
+  const float *topk_weights;  // [T * k]
+  const int32_t *slot_row;    // [T * k]: the h row of each (token, slot); -1 = none
+  void *out;                  // [T, hidden]
+  uint32_t num_tokens;
+  uint32_t top_k;             // <= kDecodeDownMaxTopK
+  uint32_t hidden;            // a multiple of kDecodeDownCols
+  uint32_t inter;             // a multiple of 8
+  uint32_t h_rows;
+  int32_t num_experts;
+  int32_t first_expert;
+  uint32_t local_experts;
 };
 
 }  // namespace ggemm::moe

@@ -1,0 +1,150 @@
+// The MoE layer's down projection at decode with the combine folded in
+// (ggemm_moe_ffn, up to kDecodeDownMaxTopK slots a token):
+//
+//   out[t, c] = sum over token t's routed slots s, in slot order, of
+//               weight_s * (w_down[expert_s][c, :] . h[slot_row[s], :])
+//
+// in fp32, rounded once. Where the down GEMV wrote each slot's scaled row
+// to y in sorted order and a combine kernel then read a token's k rows back
+// and summed them, here the tile is a token's columns, so the sum over its
+// slots happens in registers: one launch and one dependent kernel fewer
+// (the combine kernel added ~2 us to Qwen3-30B-A3B's 26 us layer at one
+// token on the H200, a dependent launch that waits for the down call to
+// end and then makes two trips to memory for a few KB).
+//
+// A tile is one token's kDecodeDownCols output columns; tiles run column
+// block outer, token inner, so the tokens of a column block (which may
+// share experts) run side by side. The tile's work is its routed slots
+// times the K steps (256 elements: a lane's 8 of each weight row), listed
+// slot by slot; each warp takes a contiguous quarter of the list,
+// kDecodeDownBatch units at a time, every weight and h load of a batch in
+// flight before any is used, and each lane keeps kDecodeDownCols partial
+// sums, each unit's dot scaled by its slot's weight as it is added. The lanes' sums are then added over
+// the warp (warp_reduce_scatter) and the four warps' in warp order through
+// shared memory: a fixed order, so the result is bitwise the same on every
+// run. Slots are routed by route_key, the routing's own rule (the routing
+// reports checked mode's faults), and read their h row at slot_row.
+//
+// So every slot of the token costs only its weight rows' bytes, whatever
+// the number of slots a token has here (with expert parallelism, often one
+// or none): the units, not the slots, are spread over the warps.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "../blocks/out_convert.h"
+#include "../blocks/warp_gemv.h"
+#include "moe_params.h"
+#include "route_key.h"
+
+namespace ggemm::moe {
+
+#if defined(__CUDACC__)
+
+template <typename Elem>
+GGEMM_DEVICE void decode_down(const MoeDecodeDownParams &p) {
+  constexpr uint32_t kWarps = kDecodeDownThreads / 32, kCols = kDecodeDownCols, kBatch = kDecodeDownBatch;
+  __shared__ float partial[2][kWarps][kCols];  // by tile parity: one barrier a tile
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint32_t steps = (p.inter + 255) / 256;
+  const uint32_t tiles = p.num_tokens * (p.hidden / kCols);  // T <= 32: far below 2^32
+  const Elem *w_down = static_cast<const Elem *>(p.w_down);
+  const Elem *h = static_cast<const Elem *>(p.h);
+  uint32_t parity = 0;
+  for (uint32_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, parity ^= 1u) {
+    const uint32_t t = tile % p.num_tokens, col0 = tile / p.num_tokens * kCols;
+
+    // The token's slots, a lane a slot (every warp loads them itself: one
+    // trip, the other warps' from L1, and no barrier).
+    uint32_t expert = kNoExpert;
+    float weight = 0.f;
+    int32_t row = -1;
+    if (lane < p.top_k) {
+      const size_t s = size_t(t) * p.top_k + lane;
+      const int32_t id = p.topk_ids[s];
+      weight = p.topk_weights[s];
+      row = p.slot_row[s];
+      uint32_t reported_by_routing = 0;
+      expert = route_key(id, weight, p.num_experts, p.first_expert, p.local_experts, &reported_by_routing);
+    }
+    const bool routed = expert != kNoExpert && row >= 0 && uint32_t(row) < p.h_rows;
+    const uint32_t routed_lanes = __ballot_sync(~0u, routed);
+    const uint32_t slots = uint32_t(__popc(routed_lanes));
+    // Lane j takes the j-th routed slot's expert, h row and weight.
+    const uint32_t src = lane < slots ? __fns(routed_lanes, 0, int(lane) + 1) : 0u;
+    expert = __shfl_sync(~0u, expert, src);
+    row = __shfl_sync(~0u, row, src);
+    weight = __shfl_sync(~0u, weight, src);
+
+    // The warp's units: a contiguous run of the list (slot j, K step i),
+    // slot by slot, so each warp's loads of a row follow one another.
+    const uint32_t units = slots * steps, per_warp = (units + kWarps - 1) / kWarps;
+    const uint32_t first = min(warp * per_warp, units), last = min(first + per_warp, units);
+    uint32_t j = first / steps, i = first - j * steps;
+    float acc[kCols];
+#pragma unroll
+    for (uint32_t c = 0; c < kCols; ++c) acc[c] = 0.f;
+    for (uint32_t u0 = first; u0 < last; u0 += kBatch) {
+      uint4 w[kBatch][kCols], x[kBatch];
+      float scale[kBatch];
+      bool used[kBatch];
+#pragma unroll
+      for (uint32_t b = 0; b < kBatch; ++b) {
+        // A unit past the warp's last, or a lane past K, reads its slot's
+        // first elements again (so no load needs a predicate) and adds
+        // nothing.
+        const uint32_t jj = min(j, slots - 1);
+        const uint32_t e = __shfl_sync(~0u, expert, jj);
+        const int32_t r = __shfl_sync(~0u, row, jj);
+        scale[b] = __shfl_sync(~0u, weight, jj);
+        const uint32_t k = i * 256u + lane * 8u;
+        used[b] = u0 + b < last && k < p.inter;
+        const size_t at = used[b] ? k : 0u;
+        const Elem *w_rows = w_down + (size_t(e) * p.hidden + col0) * p.inter + at;
+#pragma unroll
+        for (uint32_t c = 0; c < kCols; ++c) w[b][c] = load_streaming_16(w_rows + size_t(c) * p.inter);
+        x[b] = __ldg(reinterpret_cast<const uint4 *>(h + size_t(r) * p.inter + at));
+        const bool next_slot = ++i == steps;
+        i = next_slot ? 0u : i;
+        j += next_slot ? 1u : 0u;
+      }
+#pragma unroll
+      for (uint32_t b = 0; b < kBatch; ++b) {
+        const uint32_t xs[4] = {x[b].x, x[b].y, x[b].z, x[b].w};
+        float2 xf[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) xf[q] = OutConvert<Elem>::unpack2(xs[q]);
+#pragma unroll
+        for (uint32_t c = 0; c < kCols; ++c) {
+          const uint32_t ws[4] = {w[b][c].x, w[b][c].y, w[b][c].z, w[b][c].w};
+          float d = 0.f;
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const float2 wf = OutConvert<Elem>::unpack2(ws[q]);
+            d = fmaf(wf.x, xf[q].x, d);
+            d = fmaf(wf.y, xf[q].y, d);
+          }
+          acc[c] = used[b] ? fmaf(scale[b], d, acc[c]) : acc[c];
+        }
+      }
+    }
+
+    // Lane 8 c then holds the warp's sum of column c; the warps' sums are
+    // added in warp order.
+    warp_reduce_scatter(acc, lane);
+    if (lane % 8 == 0) partial[parity][warp][lane / 8] = acc[0];
+    __syncthreads();
+    if (threadIdx.x < kCols) {
+      float sum = 0.f;
+#pragma unroll
+      for (uint32_t v = 0; v < kWarps; ++v) sum += partial[parity][v][threadIdx.x];
+      static_cast<Elem *>(p.out)[size_t(t) * p.hidden + col0 + threadIdx.x] = OutConvert<Elem>::from(sum);
+    }
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace ggemm::moe
