@@ -6,18 +6,37 @@
 #include <cstdint>
 
 #include "../instr/arch.h"
+#include "../instr/global_v4.h"
+#include "out_convert.h"
 
 #if defined(__CUDACC__)
 namespace ggemm {
 
-// A 16-byte load that leaves L1 to the activations (every weight byte is
-// read once).
-GGEMM_DEVICE uint4 load_streaming_16(const void *p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
+// A weight row's 16 bytes (8 elements), streamed past L1: L1 is left to the
+// activations, which every warp reads again.
+GGEMM_DEVICE uint4 load_streaming_16(const void *p) { return ptx::ld_global_nc_no_allocate_v4(p); }
+
+// The 8 elements of a 16-byte vector of Elem (bf16 or fp16), widened to
+// fp32 pairs, low half first.
+template <typename Elem>
+GGEMM_DEVICE void unpack8(const uint4 &v, float2 (&f)[4]) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) f[q] = OutConvert<Elem>::unpack2(words[q]);
+}
+
+// acc plus the products of a 16-byte vector of weights with 8 activations
+// (already widened), in element order.
+template <typename Elem>
+GGEMM_DEVICE float dot8(const uint4 &w, const float2 (&x)[4], float acc) {
+  float2 wf[4];
+  unpack8<Elem>(w, wf);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    acc = fmaf(wf[q].x, x[q].x, acc);
+    acc = fmaf(wf[q].y, x[q].y, acc);
+  }
+  return acc;
 }
 
 // Sums V values (a power of two) over the warp's 32 lanes: each step (lane

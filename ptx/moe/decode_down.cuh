@@ -112,20 +112,11 @@ GGEMM_DEVICE void decode_down(const MoeDecodeDownParams &p) {
       }
 #pragma unroll
       for (uint32_t b = 0; b < kBatch; ++b) {
-        const uint32_t xs[4] = {x[b].x, x[b].y, x[b].z, x[b].w};
         float2 xf[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) xf[q] = OutConvert<Elem>::unpack2(xs[q]);
+        unpack8<Elem>(x[b], xf);
 #pragma unroll
         for (uint32_t c = 0; c < kCols; ++c) {
-          const uint32_t ws[4] = {w[b][c].x, w[b][c].y, w[b][c].z, w[b][c].w};
-          float d = 0.f;
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const float2 wf = OutConvert<Elem>::unpack2(ws[q]);
-            d = fmaf(wf.x, xf[q].x, d);
-            d = fmaf(wf.y, xf[q].y, d);
-          }
+          const float d = dot8<Elem>(w[b][c], xf, 0.f);
           acc[c] = used[b] ? fmaf(scale[b], d, acc[c]) : acc[c];
         }
       }

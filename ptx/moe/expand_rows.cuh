@@ -14,28 +14,18 @@
 #include <cstdint>
 
 #include "../blocks/routing_check.h"
+#include "../instr/global_v4.h"
 #include "moe_params.h"
 
 namespace ggemm::moe {
 
 #if defined(__CUDACC__)
 
-// Plain (coherent) loads and stores, in this order: ptxas may not move a
-// store above a load that might read what it writes, so a lane's loads are
-// all in flight before its first store. (With __ldg's non-coherent loads,
-// or left to itself, it interleaved them, two or three loads in flight.)
-GGEMM_DEVICE uint4 load_vector(const uint4 *at) {
-  uint4 v;
-  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(at));
-  return v;
-}
-
-GGEMM_DEVICE void store_vector(uint4 *at, const uint4 &v) {
-  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(at), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
-
+// Plain (coherent) loads (ptx::ld_global_no_allocate_v4): ptxas may not
+// move a store above a load that might read what it writes, so a lane's
+// loads are all in flight before its first store. (With __ldg's
+// non-coherent loads, or left to itself, it interleaved them, two or three
+// loads in flight.)
 GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
   constexpr uint32_t kStretch = 32 * kExpandVectorsInFlight;  // vectors a warp copies
   const uint32_t lane = threadIdx.x % 32;
@@ -53,7 +43,7 @@ GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
     uint4 v[kExpandVectorsInFlight];
 #pragma unroll
     for (uint32_t i = 0; i < kExpandVectorsInFlight; ++i)
-      if (v0 + 32 * i < p.row_vectors) v[i] = load_vector(src + v0 + 32 * i);
+      if (v0 + 32 * i < p.row_vectors) v[i] = ptx::ld_global_no_allocate_v4(src + v0 + 32 * i);
     // The token's rows, a batch of kExpandSlotBatch read before any store
     // (the stores' memory clobber keeps later reads behind them).
     for (uint32_t j0 = part; j0 < p.top_k; j0 += kExpandSlotBatch * p.slot_parts) {
@@ -73,7 +63,7 @@ GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
         uint4 *dst = static_cast<uint4 *>(p.out) + size_t(row[j]) * p.row_vectors;
 #pragma unroll
         for (uint32_t i = 0; i < kExpandVectorsInFlight; ++i)
-          if (v0 + 32 * i < p.row_vectors) store_vector(dst + v0 + 32 * i, v[i]);
+          if (v0 + 32 * i < p.row_vectors) ptx::st_global_v4(dst + v0 + 32 * i, v[i]);
       }
     }
   }
@@ -86,7 +76,7 @@ GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
     uint4 *dst = static_cast<uint4 *>(p.out) + size_t(routed + item / stretches) * p.row_vectors;
 #pragma unroll
     for (uint32_t i = 0; i < kExpandVectorsInFlight; ++i)
-      if (v0 + 32 * i < p.row_vectors) store_vector(dst + v0 + 32 * i, make_uint4(0, 0, 0, 0));
+      if (v0 + 32 * i < p.row_vectors) ptx::st_global_v4(dst + v0 + 32 * i, make_uint4(0, 0, 0, 0));
   }
   faults = __reduce_or_sync(0xffffffffu, faults);
   if (p.device_status && faults && lane == 0) atomicOr(p.device_status, faults);

@@ -204,22 +204,10 @@ struct DecodeGemvSm90 {
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int t = 0; t < TileM; ++t) {
-        const uint32_t xs[4] = {x[u][t].x, x[u][t].y, x[u][t].z, x[u][t].w};
         float2 xf[4];
+        unpack8<Elem>(x[u][t], xf);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) xf[q] = OutConvert<Elem>::unpack2(xs[q]);
-#pragma unroll
-        for (int f = 0; f < kRows; ++f) {
-          const uint32_t ws[4] = {w[u][f].x, w[u][f].y, w[u][f].z, w[u][f].w};
-          float a = acc[f * TileM + t];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const float2 wf = OutConvert<Elem>::unpack2(ws[q]);
-            a = fmaf(wf.x, xf[q].x, a);
-            a = fmaf(wf.y, xf[q].y, a);
-          }
-          acc[f * TileM + t] = a;
-        }
+        for (int f = 0; f < kRows; ++f) acc[f * TileM + t] = dot8<Elem>(w[u][f], xf, acc[f * TileM + t]);
       }
   }
 
