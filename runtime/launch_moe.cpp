@@ -171,10 +171,15 @@ Status launch_moe_expand_rows(Device &dev, const MoeExpandLaunch &l, CUstream st
 }
 
 Status launch_moe_decode_down(Device &dev, const MoeDecodeDownLaunch &l, CUstream stream) {
-  if (l.top_k > int64_t(moe::kDecodeDownMaxTopK) || l.hidden % moe::kDecodeDownCols != 0 || l.num_tokens <= 0)
-    return error(GGEMM_STATUS_INTERNAL_ERROR, "decode down projection: T %lld, top_k %lld, hidden %lld",
+  // What the kernel assumes (ggemm_moe_ffn's decode calls meet it): slots
+  // a lane each, whole 4-column tiles, 16-byte rows, tiles counted in 31 bits.
+  const bool dtype_ok = l.dtype == GGEMM_DTYPE_BF16 || l.dtype == GGEMM_DTYPE_FP16;
+  if (!dtype_ok || l.num_tokens <= 0 || l.top_k <= 0 || l.top_k > int64_t(moe::kDecodeDownMaxTopK) ||
+      l.hidden % moe::kDecodeDownCols != 0 || l.intermediate % 8 != 0 ||
+      l.num_tokens * (l.hidden / moe::kDecodeDownCols) >= (int64_t(1) << 31))
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "decode down projection: T %lld, top_k %lld, hidden %lld, I %lld",
                  static_cast<long long>(l.num_tokens), static_cast<long long>(l.top_k),
-                 static_cast<long long>(l.hidden));
+                 static_cast<long long>(l.hidden), static_cast<long long>(l.intermediate));
   moe::MoeDecodeDownParams p{};
   p.h = l.h;
   p.w_down = l.w_down;

@@ -1,16 +1,19 @@
 // The MoE layer's down projection at decode with the combine folded in
 // (ggemm_moe_ffn, up to kDecodeDownMaxTopK slots a token):
 //
-//   out[t, c] = sum over token t's routed slots s, in slot order, of
+//   out[t, c] = sum over token t's routed slots s of
 //               weight_s * (w_down[expert_s][c, :] . h[slot_row[s], :])
 //
-// in fp32, rounded once. Where the down GEMV wrote each slot's scaled row
-// to y in sorted order and a combine kernel then read a token's k rows back
-// and summed them, here the tile is a token's columns, so the sum over its
-// slots happens in registers: one launch and one dependent kernel fewer
-// (the combine kernel added ~2 us to Qwen3-30B-A3B's 26 us layer at one
-// token on the H200, a dependent launch that waits for the down call to
-// end and then makes two trips to memory for a few KB).
+// in fp32, rounded once. (The sorted path past decode rounds each slot's
+// scaled row to the dtype before its combine, so a token's bits here and
+// there may differ by those roundings; each path is bitwise reproducible.)
+// Where the down GEMV wrote each slot's scaled row to y in sorted order and
+// a combine kernel then read a token's k rows back and summed them, here
+// the tile is a token's columns, so the sum over its slots happens in
+// registers: one launch and one dependent kernel fewer (the combine kernel
+// added ~2 us to Qwen3-30B-A3B's 26 us layer at one token on the H200, a
+// dependent launch that waits for the down call to end and then makes two
+// trips to memory for a few KB).
 //
 // A tile is one token's kDecodeDownCols output columns; tiles run column
 // block outer, token inner, so the tokens of a column block (which may
@@ -19,11 +22,13 @@
 // slot by slot; each warp takes a contiguous quarter of the list,
 // kDecodeDownBatch units at a time, every weight and h load of a batch in
 // flight before any is used, and each lane keeps kDecodeDownCols partial
-// sums, each unit's dot scaled by its slot's weight as it is added. The lanes' sums are then added over
-// the warp (warp_reduce_scatter) and the four warps' in warp order through
-// shared memory: a fixed order, so the result is bitwise the same on every
-// run. Slots are routed by route_key, the routing's own rule (the routing
-// reports checked mode's faults), and read their h row at slot_row.
+// sums, each unit's dot scaled by its slot's weight as it is added. The
+// lanes' sums are then added over the warp (warp_reduce_scatter, a fixed
+// tree) and the four warps' in warp order through shared memory: the order
+// depends only on the routing and the shapes, so the result is bitwise the
+// same on every run. Slots are routed by route_key, the routing's own rule
+// (the routing reports checked mode's faults), and read their h row at
+// slot_row.
 //
 // So every slot of the token costs only its weight rows' bytes, whatever
 // the number of slots a token has here (with expert parallelism, often one
@@ -46,6 +51,8 @@ namespace ggemm::moe {
 template <typename Elem>
 GGEMM_DEVICE void decode_down(const MoeDecodeDownParams &p) {
   constexpr uint32_t kWarps = kDecodeDownThreads / 32, kCols = kDecodeDownCols, kBatch = kDecodeDownBatch;
+  static_assert(kCols >= 1 && kCols <= 32 && (kCols & (kCols - 1)) == 0, "columns a tile: a power of two <= 32");
+  constexpr uint32_t kLanesPerSum = 32 / kCols;  // lanes holding each sum after warp_reduce_scatter
   __shared__ float partial[2][kWarps][kCols];  // by tile parity: one barrier a tile
   const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const uint32_t steps = (p.inter + 255) / 256;
@@ -122,10 +129,10 @@ GGEMM_DEVICE void decode_down(const MoeDecodeDownParams &p) {
       }
     }
 
-    // Lane 8 c then holds the warp's sum of column c; the warps' sums are
-    // added in warp order.
+    // Lane kLanesPerSum * c then holds the warp's sum of column c; the
+    // warps' sums are added in warp order.
     warp_reduce_scatter(acc, lane);
-    if (lane % 8 == 0) partial[parity][warp][lane / 8] = acc[0];
+    if (lane % kLanesPerSum == 0) partial[parity][warp][lane / kLanesPerSum] = acc[0];
     __syncthreads();
     if (threadIdx.x < kCols) {
       float sum = 0.f;
