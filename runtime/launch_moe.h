@@ -1,8 +1,7 @@
 // The MoE layer's own launches (routing, the token copy, the decode down
-// projection, combine) and the layout of the
-// workspaces that ggemm_moe_route and ggemm_moe_ffn carve their scratch and
-// intermediates from. The grouped matmuls between them are GroupedLaunches
-// (runtime/launch_grouped.h).
+// projection, combine) and the layout of the workspaces that ggemm_moe_route
+// and ggemm_moe_ffn carve their scratch and intermediates from. The grouped
+// matmuls between them are GroupedLaunches (runtime/launch_grouped.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -184,14 +184,14 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     // (docs/performance.md, "the MoE layer").
     void *h = at<void>(ws, w.h);
     void *y = at<void>(ws, w.y);
-    const bool decode = rows <= kDecodeMaxRows, fused_gather = decode;
+    const bool decode = rows <= kDecodeMaxRows;  // gathers inside gate_up
     ggemm::GroupedLaunch gate_up = ffn_matmul("moe_ffn gate_up", a, route, handle);
     gate_up.shape.n = 2 * inter, gate_up.shape.k = hidden;
     gate_up.shape.epilogue = GGEMM_EPILOGUE_SWIGLU;
-    gate_up.shape.gather = fused_gather;
-    gate_up.a = fused_gather ? a.x : y;
-    gate_up.a_rows = fused_gather ? a.num_tokens : rows;
-    gate_up.a_row_index = fused_gather ? route.row_token : nullptr;
+    gate_up.shape.gather = decode;
+    gate_up.a = decode ? a.x : y;
+    gate_up.a_rows = decode ? a.num_tokens : rows;
+    gate_up.a_row_index = decode ? route.row_token : nullptr;
     gate_up.b = a.w_gate_up;
     for (auto &v : gate_up.views) v = ggemm::OutputViewDesc{h, inter, 0, rows, inter};
 
@@ -200,7 +200,7 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     // itself, CTA 0 into the routing arrays: ptx/sm90/decode_gemv.cuh), one
     // launch fewer; else a routing launch of its own first.
     bool route_in_gate_up = false;
-    if (fused_gather && ggemm::routes_in_one_warp(route)) {
+    if (decode && ggemm::routes_in_one_warp(route)) {
       ggemm::StatusOr<bool> gemv = ggemm::routes_in_prologue(*handle->device, gate_up);
       GGEMM_TRY(ggemm::report(gemv.status()));
       route_in_gate_up = gemv.value();
@@ -211,7 +211,7 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     } else {
       GGEMM_TRY(ggemm::report(ggemm::launch_moe_route(*handle->device, route, s)));
     }
-    if (!fused_gather) {
+    if (!decode) {
       ggemm::MoeExpandLaunch expand{};
       expand.num_tokens = a.num_tokens, expand.top_k = a.top_k, expand.out_rows = rows;
       expand.row_bytes = hidden * ggemm::dtype_bytes(a.dtype);
