@@ -2,8 +2,9 @@
 """Disassembles the kernel fatbins and checks every sm_90a kernel for its
 tensor-core instruction (HGMMA: wgmma; the short-K kernels HMMA: mma.sync;
 the decode GEMV and the MoE layer's decode down projection, which have none,
-their 16-byte weight loads past L1 and fp32 FMAs) and for no local-memory
-traffic (LDL/STL: spills or stack arrays).
+their 16-byte weight loads past L1 and fp32 FMAs; the decode down, that
+before griddepcontrol.wait it only prefetches into L2 and loads relaxed)
+and for no local-memory traffic (LDL/STL: spills or stack arrays).
 
 Exit 0 = pass, 1 = fail, 77 = skipped (no cuobjdump; ctest reports SKIP).
 """
@@ -44,6 +45,17 @@ def main():
                 # fatbins): the same streamed weight loads and fp32 FMAs.
                 if not re.search(r"\bLDG\.E\.NA\.128\b", body) or "FFMA" not in body:
                     failures.append(f"{name}: no 16-byte weight loads or no FFMA")
+                # Before griddepcontrol.wait (ACQBULK) it prefetches its first
+                # weights into L2 and touches global memory only so: relaxed
+                # loads of the ids (hints) and L2 prefetches, no other load
+                # and no store (ptx/moe/decode_down.cuh, decode_down_prefetch).
+                wait = body.find("ACQBULK")
+                before = body[:wait] if wait >= 0 else ""
+                accesses = [m.group(0) for m in re.finditer(r"\b(LDG|LD|STG|ST|REDG|RED|ATOMG|ATOM)(\.[\w.]+)?(?=\s)", before)]
+                if wait < 0 or "CCTL.E.PF2" not in before:
+                    failures.append(f"{name}: no L2 prefetch (CCTL.E.PF2) before griddepcontrol.wait (ACQBULK)")
+                elif any(a != "LDG.E.STRONG.GPU" for a in accesses):
+                    failures.append(f"{name}: global accesses before griddepcontrol.wait other than relaxed loads: {accesses}")
             elif name.startswith("ggemm_sm90_") and "HGMMA" not in body:
                 failures.append(f"{name}: no HGMMA (wgmma) instruction")
             local = re.findall(r"\b(LDL|STL)(\.\S+)?\b", body)

@@ -11,6 +11,13 @@
 // kernel of another library launched with it that does not wait could
 // finish before the ggemm kernel ahead of it, and the ggemm kernel behind
 // it waits only for that one.
+//
+// One kind of access is allowed before the wait: a hint. A kernel may load
+// its inputs relaxed (ld.relaxed.gpu: no data race, but possibly older than
+// what the wait would show) only to compute addresses it prefetches into L2,
+// the GPU's point of coherence, where no line can go stale (the MoE decode
+// down projection, ptx/moe/decode_down.cuh). A hint read wrong costs
+// bandwidth, never a wrong result.
 #pragma once
 #include "arch.h"
 

@@ -62,12 +62,16 @@ GGEMM_MOE_DEFINE_COMBINE(__half, fp16, __half, fp16)
 GGEMM_MOE_DEFINE_COMBINE(__half, fp16, float, fp32)
 
 // The decode down projection with the combine: a tile a CTA at a time
-// (grid-stride), four CTAs an SM.
+// (grid-stride), four CTAs an SM. Its first weights are prefetched into L2
+// before the wait (decode_down_prefetch; the one pre-wait global access of
+// these kernels, relaxed id loads and L2 prefetches only: check_sass.py).
 #define GGEMM_MOE_DEFINE_DECODE_DOWN(T, TN)                                                        \
   extern "C" __global__ void __launch_bounds__(ggemm::moe::kDecodeDownThreads,                     \
                                                ggemm::moe::kDecodeDownCtasPerSm)                   \
       ggemm_moe_decode_down_##TN(const __grid_constant__ ggemm::moe::MoeDecodeDownParams p) {     \
-    GGEMM_MOE_KERNEL_PROLOGUE();                                                                   \
+    ggemm::ptx::launch_dependent_grids();                                                          \
+    ggemm::moe::decode_down_prefetch<T>(p);                                                        \
+    ggemm::ptx::wait_prior_grids();                                                                \
     ggemm::moe::decode_down<T>(p);                                                                 \
   }
 GGEMM_MOE_DEFINE_DECODE_DOWN(__nv_bfloat16, bf16)
