@@ -45,17 +45,25 @@ def main():
                 # fatbins): the same streamed weight loads and fp32 FMAs.
                 if not re.search(r"\bLDG\.E\.NA\.128\b", body) or "FFMA" not in body:
                     failures.append(f"{name}: no 16-byte weight loads or no FFMA")
-                # Before griddepcontrol.wait (ACQBULK) it prefetches its first
-                # weights into L2 and touches global memory only so: relaxed
-                # loads of the ids (hints) and L2 prefetches, no other load
-                # and no store (ptx/moe/decode_down.cuh, decode_down_prefetch).
+                # Before griddepcontrol.wait (ACQBULK; the listing's order,
+                # which is the code's here: no branch crosses the wait) it
+                # prefetches its first weights into L2 and touches memory
+                # outside the SM only so: relaxed loads of the ids (hints,
+                # past L1) and L2 prefetches; no plain load, no L1 prefetch
+                # (either could leave a stale L1 line), no store, atomic,
+                # async copy or TMA (ptx/moe/decode_down.cuh,
+                # decode_down_prefetch; ptx/instr/grid_dependency.h).
                 wait = body.find("ACQBULK")
                 before = body[:wait] if wait >= 0 else ""
-                accesses = [m.group(0) for m in re.finditer(r"\b(LDG|LD|STG|ST|REDG|RED|ATOMG|ATOM)(\.[\w.]+)?(?=\s)", before)]
-                if wait < 0 or "CCTL.E.PF2" not in before:
+                memory_ops = (r"\b(LDGSTS|LDG|LD|STG|ST|REDG|RED|ATOMG|ATOM|CCTL|SULD|SUST|TLD|"
+                              r"UTMALDG|UTMAPF|UTMASTG|UBLKCP|UBLKPF|UBLKRED)(\.[\w.]+)?(?=\s)")
+                accesses = [m.group(0) for m in re.finditer(memory_ops, before)]
+                allowed = {"LDG.E.STRONG.GPU", "CCTL.E.PF2"}
+                if wait < 0 or "CCTL.E.PF2" not in accesses:
                     failures.append(f"{name}: no L2 prefetch (CCTL.E.PF2) before griddepcontrol.wait (ACQBULK)")
-                elif any(a != "LDG.E.STRONG.GPU" for a in accesses):
-                    failures.append(f"{name}: global accesses before griddepcontrol.wait other than relaxed loads: {accesses}")
+                elif any(a not in allowed for a in accesses):
+                    failures.append(f"{name}: memory accesses before griddepcontrol.wait other than relaxed loads "
+                                    f"and L2 prefetches: {sorted(set(accesses) - allowed)}")
             elif name.startswith("ggemm_sm90_") and "HGMMA" not in body:
                 failures.append(f"{name}: no HGMMA (wgmma) instruction")
             local = re.findall(r"\b(LDL|STL)(\.\S+)?\b", body)

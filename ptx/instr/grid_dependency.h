@@ -13,11 +13,13 @@
 // it waits only for that one.
 //
 // One kind of access is allowed before the wait: a hint. A kernel may load
-// its inputs relaxed (ld.relaxed.gpu: no data race, but possibly older than
-// what the wait would show) only to compute addresses it prefetches into L2,
-// the GPU's point of coherence, where no line can go stale (the MoE decode
-// down projection, ptx/moe/decode_down.cuh). A hint read wrong costs
-// bandwidth, never a wrong result.
+// its inputs relaxed (ld.relaxed.gpu, which bypasses L1; a kernel still
+// writing them may make the value any old or new one) only to compute
+// addresses, bounded whatever the value, that it prefetches into L2, the
+// GPU's point of coherence, where no line can go stale (the MoE decode down
+// projection, ptx/moe/decode_down.cuh). A hint read wrong costs bandwidth,
+// never a wrong result. No L1 prefetch and no plain load before the wait:
+// either could leave a stale line in L1.
 #pragma once
 #include "arch.h"
 

@@ -20,10 +20,12 @@ GGEMM_DEVICE void prefetch_l2(const void *address) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<uint64_t>(address)));
 }
 
-// A relaxed load at GPU scope (PTX memory model: morally strong, so never a
-// data race with another kernel's store). For reads made before
-// wait_prior_grids, which may see a value older than the earlier kernels'
-// and must be used only as a hint (the address of an L2 prefetch).
+// A relaxed load at GPU scope (SASS LDG.E.STRONG.GPU: served by L2, never
+// allocated in L1, so it leaves no line in L1 that a later plain load could
+// find stale). For reads made before wait_prior_grids: the kernel that
+// writes the value stores it with plain (weak) stores, so such a read may
+// race with it and see any value, old or new; it must be used only as a
+// hint (the address of an L2 prefetch), bounded whatever it reads.
 GGEMM_DEVICE int32_t ld_relaxed_gpu_s32(const int32_t *p) {
   int32_t v;
   asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p));

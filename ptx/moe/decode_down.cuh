@@ -94,11 +94,14 @@ GGEMM_DEVICE WarpUnits warp_units(uint32_t slots, uint32_t steps, uint32_t warp)
 // tile's), while the kernel ahead (the gate_up GEMV) drains. Nothing here
 // waits for a load to land but the ids. The ids are the layer's inputs, but
 // a kernel ahead may still be writing them (the router, if the GEMV has not
-// passed its own wait yet), so this read may see older ones: they are read
-// relaxed (no data race), used only for prefetch addresses, and clamped
-// into w_down by route_key. A prefetch into L2 can never leave a stale
-// copy (ptx/instr/prefetch.h); the kernel reads everything again after the
-// wait.
+// passed its own wait yet), so this read may see any value: they are read
+// relaxed (past L1) and used only for prefetch addresses, which stay inside
+// w_down whatever they are (route_key maps every id to a local expert or to
+// none, and only routed slots' units are prefetched). A prefetch into L2
+// can never leave a stale copy (ptx/instr/prefetch.h); the kernel reads
+// everything again after the wait. (The main loop also drops a routed slot
+// whose h row is out of range, which the routing never writes; the
+// prefetch does not read slot_row, the GEMV's output.)
 template <typename Elem>
 GGEMM_DEVICE void decode_down_prefetch(const MoeDecodeDownParams &p) {
   constexpr uint32_t kCols = kDecodeDownCols, kLineElems = 128 / sizeof(Elem);
