@@ -43,6 +43,14 @@ GGEMM_HOST_DEVICE constexpr uint32_t active_count_faults(uint32_t usage_stats_ac
 }
 
 #if defined(__CUDACC__)
+// ORs a warp's faults into the checked-mode word: one atomic a warp, by its
+// first lane, none when there is nothing to report or checked mode is off
+// (device_status null). Every lane of the warp calls it, converged.
+GGEMM_DEVICE void report_warp_faults(uint32_t *device_status, uint32_t faults) {
+  faults = __reduce_or_sync(0xffffffffu, faults);
+  if (device_status && faults && threadIdx.x % 32 == 0) atomicOr(device_status, faults);
+}
+
 // Gather on load: one warp of each CTA checks its share of the grouped rows'
 // source indices (rows [0, the walked groups' end), as far as M; rows in no
 // group are never read). A few loads per lane on a full GPU.

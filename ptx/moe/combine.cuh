@@ -73,8 +73,7 @@ GGEMM_DEVICE void combine(const MoeCombineParams &p) {
       rows[slot_team][j] = inside ? r : -1;
     }
   }
-  faults = __reduce_or_sync(0xffffffffu, faults);
-  if (p.device_status && faults && threadIdx.x % 32 == 0) atomicOr(p.device_status, faults);
+  report_warp_faults(p.device_status, faults);
   __syncthreads();
   if (!live) return;
   const uint32_t vectors = p.hidden / 8;

@@ -78,8 +78,7 @@ GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
     for (uint32_t i = 0; i < kExpandVectorsInFlight; ++i)
       if (v0 + 32 * i < p.row_vectors) ptx::st_global_v4(dst + v0 + 32 * i, make_uint4(0, 0, 0, 0));
   }
-  faults = __reduce_or_sync(0xffffffffu, faults);
-  if (p.device_status && faults && lane == 0) atomicOr(p.device_status, faults);
+  report_warp_faults(p.device_status, faults);
 }
 
 #endif  // __CUDACC__

@@ -70,11 +70,6 @@ GGEMM_DEVICE void load_route_keys(const MoeRouteParams &p, SlotOf slot_of, uint3
     expert[j] = route_key(id[j], weight[j], p.num_experts, p.first_expert, p.local_experts, faults);
 }
 
-GGEMM_DEVICE void report_faults(uint32_t *device_status, uint32_t faults) {
-  faults = __reduce_or_sync(0xffffffffu, faults);
-  if (device_status && faults && threadIdx.x % 32 == 0) atomicOr(device_status, faults);
-}
-
 // Exclusive scan of one value per thread over the CTA (kRouteThreads);
 // *total gets the CTA's sum. `scratch` holds kRouteWarps words.
 GGEMM_DEVICE uint32_t cta_exclusive_scan(uint32_t v, uint32_t *scratch, uint32_t *total) {
@@ -240,7 +235,7 @@ GGEMM_DEVICE void route_scatter(const MoeRouteParams &p) {
       if (x != kNoExpert && lane == uint32_t(__ffs(peers) - 1)) my_counts[x] += uint16_t(__popc(peers));
       __syncwarp();  // the next step's group leader may be another lane
     });
-    if (e0 == 0) report_faults(p.device_status, faults);
+    if (e0 == 0) report_warp_faults(p.device_status, faults);
     __syncthreads();
 
     // 2. Each expert's slots in the warps before each warp (in place), and
@@ -380,7 +375,7 @@ GGEMM_DEVICE void route_one_warp(const MoeRouteParams &p) {
   const uint32_t lane = threadIdx.x % 32;
   uint32_t faults = 0;
   const WarpRoute r = route_warp(p, &faults);
-  report_faults(p.device_status, faults);
+  report_warp_faults(p.device_status, faults);
   if (r.expert != kNoExpert) {
     p.row_token[r.row] = int32_t(lane / p.top_k);
     p.row_slot[r.row] = int32_t(lane);
