@@ -122,23 +122,8 @@ extern "C" ggemm_status ggemm_moe_combine(ggemm_handle_t handle, const ggemm_moe
   });
 }
 
-// Routed rows up to which ggemm_moe_ffn gathers x inside the gate_up GEMM
-// (one-row TMA boxes, a cost per box: per row, per stage, per column tile)
-// rather than copying the rows first (the expand copy, a launch and ~2.5
-// us at these sizes): up to kDecodeMaxRows always; up to
-// kGatherMaxSparseRows where the rows average at most
-// kGatherMaxRowsPerExpert an expert. Measured on the H200 (the layer,
-// sustained, same call, docs/performance.md): at 64 rows gathering is
-// 0.982-0.993x the copy on Qwen3-30B, Qwen3-235B (1 row an expert) and
-// DeepSeek-V3 EP8 (2), level at 128 rows; at Mixtral's 8 rows an expert the
-// boxes are many times more (128 rows: 1.4x slower), so not there.
+// Routed rows up to which ggemm_moe_ffn gathers x inside the gate_up GEMM.
 constexpr int64_t kDecodeMaxRows = 32;
-constexpr int64_t kGatherMaxSparseRows = 64;
-constexpr int64_t kGatherMaxRowsPerExpert = 2;
-
-static bool gathers_in_gate_up(int64_t rows, int64_t local_experts) {
-  return rows <= kDecodeMaxRows || (rows <= kGatherMaxSparseRows && rows <= kGatherMaxRowsPerExpert * local_experts);
-}
 // Tokens up to which, at decode, the down projection and the combine are
 // one kernel (ptx/moe/decode_down.cuh). Its tiles are a token's columns, so
 // an expert that two tokens share is read once per token: the tokens of a
@@ -157,8 +142,7 @@ constexpr int64_t kDecodeDownMaxTokens = 4;
 // token order: the same bytes move, the sum's order is fixed
 // (deterministic), and the GEMM keeps its contiguous TMA stores.
 //
-// Decode (gathers_in_gate_up: at most kDecodeMaxRows rows, or a few an
-// expert up to kGatherMaxSparseRows): route (inside gate_up's GEMV where
+// Decode (at most kDecodeMaxRows rows): route (inside gate_up's GEMV where
 // it can) -> gate_up (gathering x by row_token, SwiGLU) -> h -> down ->
 // combine, where up to kDecodeDownMaxTokens tokens the down projection
 // sums each token's slots itself (ptx/moe/decode_down.cuh) -> out: two
@@ -200,7 +184,7 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     // (docs/performance.md, "the MoE layer").
     void *h = at<void>(ws, w.h);
     void *y = at<void>(ws, w.y);
-    const bool decode = gathers_in_gate_up(rows, a.local_experts);
+    const bool decode = rows <= kDecodeMaxRows;  // gathers inside gate_up
     ggemm::GroupedLaunch gate_up = ffn_matmul("moe_ffn gate_up", a, route, handle);
     gate_up.shape.n = 2 * inter, gate_up.shape.k = hidden;
     gate_up.shape.epilogue = GGEMM_EPILOGUE_SWIGLU;
