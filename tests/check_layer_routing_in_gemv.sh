@@ -6,7 +6,8 @@
 # GEMV on gate_up, and over a prefill case must not. And up to 4 tokens its
 # down projection sums each token's slots itself (ptx/moe/decode_down.cuh):
 # those cases launch ggemm_moe_decode_down and no combine; the 8-token
-# decode case the combine and no decode down. $1 is ggemm_tests.
+# decode case the combine and no decode down. Past 32 rows it gathers inside
+# gate_up only where the rows are few an expert. $1 is ggemm_tests.
 # Skips (77) when the GPU tests skip; on a GPU other than sm_90a there is no
 # routed kernel and the layer routes by a launch of its own (skip).
 set -uo pipefail
@@ -40,5 +41,19 @@ fi
 out_p=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Cases/GpuMoeFfn.MatchesReference/Bf16E8K2' 2>&1)
 if grep -q 'decode_gemv_routed' <<<"$out_p"; then
   echo "FAIL: a prefill call (600 slots) ran the routed GEMV"; fail=1
+fi
+# Past 32 routed rows: gathered inside gate_up (no expand copy) at 64 rows of
+# at most 2 an expert, copied first at 64 rows of 8 an expert.
+out_g=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Cases/GpuMoeFfn.MatchesReference/*GatherSixtyFourRows*' 2>&1)
+gathered=$(grep -c '^\[       OK \]' <<<"$out_g")
+if [ "$gathered" -ne 3 ] || grep -q 'moe kernel ggemm_moe_expand_rows' <<<"$out_g"; then
+  echo "FAIL: the three 64-row sparse cases should pass and gather inside gate_up (no expand copy; $gathered passed)"; fail=1
+fi
+if ! grep -q 'moe kernel ggemm_moe_decode_down_' <<<"$out_g"; then
+  echo "FAIL: the 4-token 64-row case should run the decode down"; fail=1
+fi
+out_c=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Cases/GpuMoeFfn.MatchesReference/Bf16CopiesSixtyFourDenseRows' 2>&1)
+if ! grep -q 'moe kernel ggemm_moe_expand_rows' <<<"$out_c"; then
+  echo "FAIL: 64 rows of 8 an expert should be copied first (ggemm_moe_expand_rows)"; fail=1
 fi
 exit $fail

@@ -553,6 +553,19 @@ const FfnCase kFfnCases[] = {
     {"Bf16DecodeDownOddWidths", kBf16, 3, 264, 200, 4, 16, 0, 16, Pattern::kZipf},
     {"Bf16DecodeDownFewLocal", kBf16, 4, 512, 256, 8, 256, 32, 32, Pattern::kBalanced},
     {"Bf16DecodeSortedDownEightTokens", kBf16, 8, 512, 256, 2, 8, 0, 8, Pattern::kDuplicates},
+    // Past 32 routed rows the layer gathers inside gate_up while the rows
+    // are up to 64 and average at most 2 an expert (a routing launch before
+    // it, no copy; tests/check_layer_routing_in_gemv.sh checks which): 64
+    // rows of 1 and of 2 an expert, hostile routing, the decode down after
+    // a routing launch (4 tokens of 16 slots); then 64 rows of 8 an expert,
+    // copied first.
+    {"Bf16GatherSixtyFourRows", kBf16, 8, 512, 256, 8, 64, 0, 64, Pattern::kBalanced},
+    {"Fp16GatherSixtyFourRowsHostile", kFp16, 16, 512, 256, 4, 32, 0, 32, Pattern::kHostile},
+    {"Bf16GatherSixtyFourRowsDecodeDown", kBf16, 4, 512, 256, 16, 64, 0, 32, Pattern::kZipf},
+    {"Bf16CopiesSixtyFourDenseRows", kBf16, 32, 512, 256, 2, 8, 0, 8, Pattern::kBalanced},
+    // One token of 64 slots: gathered (64 rows, 1 an expert), but past the
+    // decode down's 32 slots a token: the sorted down and the combine.
+    {"Bf16GatherOneTokenSixtyFourSlots", kBf16, 1, 512, 256, 64, 64, 0, 64, Pattern::kBalanced},
 };
 
 // The index in kFfnCases of a case by name (the graph test's).

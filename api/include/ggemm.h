@@ -417,8 +417,9 @@ GGEMM_API ggemm_status ggemm_set_device_status(ggemm_handle_t handle, uint32_t *
  *   out[t] = sum_j w[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t])),  e = ids[t, j]
  * in three steps that ggemm_moe_ffn runs as one call: ggemm_moe_route sorts
  * the (token, slot) pairs by expert; the gate_up grouped matmul gathers
- * their tokens (a_row_index; past 32 routed rows ggemm_moe_ffn copies them
- * in expert order first, one more launch) and applies SwiGLU; the down grouped matmul
+ * their tokens (a_row_index; past 32 routed rows, or 64 at up to 2 an expert,
+ * ggemm_moe_ffn copies them in expert order first, one more launch) and
+ * applies SwiGLU; the down grouped matmul
  * scales each row by its routing weight (GGEMM_EPILOGUE_ROW_SCALE) and
  * writes it in sorted order; ggemm_moe_combine sums each token's k rows.
  *

@@ -122,8 +122,24 @@ extern "C" ggemm_status ggemm_moe_combine(ggemm_handle_t handle, const ggemm_moe
   });
 }
 
-// Routed rows up to which ggemm_moe_ffn gathers x inside the gate_up GEMM.
+// Routed rows up to which ggemm_moe_ffn gathers x inside the gate_up GEMM
+// (one-row TMA boxes, a cost per box: per row, per stage, per column tile)
+// rather than copying the rows first (the expand copy, a launch and ~2.5
+// us at these sizes): up to kDecodeMaxRows always; up to
+// kGatherMaxSparseRows where the rows average at most
+// kGatherMaxRowsPerExpert an expert. Measured on the H200 (the layer,
+// sustained, same call, docs/performance.md): at 64 rows gathering is
+// 0.982-0.993x the copy on Qwen3-30B, Qwen3-235B (64 rows on 128 experts:
+// 0.5 an expert) and DeepSeek-V3 EP8 (64 on 32: 2), level at 128 rows; at
+// Mixtral's 8 experts the boxes a weight byte are many times more (128
+// rows, 16 an expert: 1.4x slower), so not there.
 constexpr int64_t kDecodeMaxRows = 32;
+constexpr int64_t kGatherMaxSparseRows = 64;
+constexpr int64_t kGatherMaxRowsPerExpert = 2;
+
+static bool gathers_in_gate_up(int64_t rows, int64_t local_experts) {
+  return rows <= kDecodeMaxRows || (rows <= kGatherMaxSparseRows && rows <= kGatherMaxRowsPerExpert * local_experts);
+}
 // Tokens up to which, at decode, the down projection and the combine are
 // one kernel (ptx/moe/decode_down.cuh). Its tiles are a token's columns, so
 // an expert that two tokens share is read once per token: the tokens of a
@@ -142,10 +158,12 @@ constexpr int64_t kDecodeDownMaxTokens = 4;
 // token order: the same bytes move, the sum's order is fixed
 // (deterministic), and the GEMM keeps its contiguous TMA stores.
 //
-// Decode (at most kDecodeMaxRows rows): route (inside gate_up's GEMV where
-// it can) -> gate_up (gathering x by row_token, SwiGLU) -> h -> down ->
-// combine, where up to kDecodeDownMaxTokens tokens the down projection
-// sums each token's slots itself (ptx/moe/decode_down.cuh) -> out: two
+// Decode (gathers_in_gate_up: at most kDecodeMaxRows rows, or a few an
+// expert up to kGatherMaxSparseRows): route (inside gate_up's GEMV where
+// the slots fit one warp, else a launch of its own) -> gate_up (gathering
+// x by row_token, SwiGLU) -> h -> down -> combine, where up to
+// kDecodeDownMaxTokens tokens of at most 32 slots the down projection sums
+// each token's slots itself (ptx/moe/decode_down.cuh) -> out: two to four
 // launches where prefill makes five, each after the first a dependent
 // kernel that waits for the one before it.
 extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn_args *args, ggemm_stream_t stream) {
@@ -176,15 +194,16 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
 
     // gate_up: h [T * k, I] = SwiGLU of the gathered tokens times the
     // expert's [2I, H] gate and up rows. The gather is fused into the GEMM's
-    // loads (one-row TMA boxes) for decode-sized calls only: its boxes cost
-    // per box, not per byte, and past a few hundred rows a plain copy of the
+    // loads (one-row TMA boxes) for decode-sized calls only
+    // (gathers_in_gate_up): its boxes cost per box, not per byte, and past
+    // those sizes a plain copy of the
     // rows at copy bandwidth (the expand copy, ptx/moe/expand_rows.cuh: each
     // token's row to its k sorted rows, into y's space, which the down
     // product overwrites later) and the ungathered GEMM are much faster
     // (docs/performance.md, "the MoE layer").
     void *h = at<void>(ws, w.h);
     void *y = at<void>(ws, w.y);
-    const bool decode = rows <= kDecodeMaxRows;  // gathers inside gate_up
+    const bool decode = gathers_in_gate_up(rows, a.local_experts);
     ggemm::GroupedLaunch gate_up = ffn_matmul("moe_ffn gate_up", a, route, handle);
     gate_up.shape.n = 2 * inter, gate_up.shape.k = hidden;
     gate_up.shape.epilogue = GGEMM_EPILOGUE_SWIGLU;
@@ -222,7 +241,8 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
     }
     GGEMM_TRY(ggemm::api::launch(handle, gate_up, stream));
 
-    if (decode && a.num_tokens <= kDecodeDownMaxTokens) {
+    // (The decode down gives each of a token's slots a lane: top_k <= 32.)
+    if (decode && a.num_tokens <= kDecodeDownMaxTokens && a.top_k <= int64_t(ggemm::moe::kDecodeDownMaxTopK)) {
       ggemm::MoeDecodeDownLaunch down{};
       down.dtype = a.dtype;
       down.num_tokens = a.num_tokens, down.top_k = a.top_k, down.hidden = hidden, down.intermediate = inter;
