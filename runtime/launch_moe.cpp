@@ -128,12 +128,20 @@ bool routes_in_one_warp(const MoeRouteLaunch &l) {
   return l.num_tokens * l.top_k <= int64_t(kOneWarpMaxSlots) && l.local_experts <= kOneWarpMaxExperts;
 }
 
+bool routes_in_one_cta(const MoeRouteLaunch &l) {
+  return l.num_tokens * l.top_k <= int64_t(kRouteThreads) && l.local_experts <= int64_t(moe::kOneCtaMaxExperts);
+}
+
 Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
   moe::MoeRouteParams p = route_params(l);
 
   // Decode: a lane a slot, one warp (ptx/moe/route.cuh, route_one_warp).
   if (routes_in_one_warp(l))
     return launch_kernel(dev, "ggemm_moe_route_one_warp", 1, 32, 0, &p, stream);
+  // One chunk of few experts: a thread a slot, one CTA (route_one_cta.cuh).
+  if (routes_in_one_cta(l))
+    return launch_kernel(dev, "ggemm_moe_route_one_cta", 1, kRouteThreads,
+                         uint32_t(l.local_experts) * moe::kOneCtaBytesPerExpert, &p, stream);
   // More than one chunk: the count pass first, a CTA a chunk.
   if (p.num_chunks > 1)
     GGEMM_RETURN_IF_ERROR(launch_kernel(dev, "ggemm_moe_route_count", p.num_chunks, kRouteThreads,
@@ -145,7 +153,10 @@ Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
                        window * moe::kRouteBytesPerWindowExpert, &p, stream);
 }
 
-Status launch_moe_expand_rows(Device &dev, const MoeExpandLaunch &l, CUstream stream) {
+namespace {
+
+// The expand copy's parameters, and the warps it wants (its items).
+moe::MoeExpandParams expand_params(const MoeExpandLaunch &l, int64_t *items) {
   moe::MoeExpandParams p{};
   p.x = l.x;
   p.slot_row = l.slot_row;
@@ -165,9 +176,38 @@ Status launch_moe_expand_rows(Device &dev, const MoeExpandLaunch &l, CUstream st
   const int64_t stretch = 32 * int64_t(moe::kExpandVectorsInFlight);
   const int64_t stretches = l.num_tokens * ceil_div(p.row_vectors, stretch);
   p.slot_parts = uint32_t(std::clamp<int64_t>(ceil_div(kExpandWarpsWanted, std::max<int64_t>(stretches, 1)), 1, l.top_k));
-  const int64_t items = stretches * p.slot_parts;
+  *items = stretches * p.slot_parts;
+  return p;
+}
+
+}  // namespace
+
+Status launch_moe_expand_rows(Device &dev, const MoeExpandLaunch &l, CUstream stream) {
+  int64_t items = 0;
+  moe::MoeExpandParams p = expand_params(l, &items);
   const int64_t ctas = std::clamp<int64_t>(ceil_div(items, moe::kExpandThreads / 32), 1, int64_t(1) << 16);
   return launch_kernel(dev, "ggemm_moe_expand_rows", uint32_t(ctas), moe::kExpandThreads, 0, &p, stream);
+}
+
+Status launch_moe_route_expand(Device &dev, const MoeRouteLaunch &route, const MoeExpandLaunch &expand,
+                               CUstream stream) {
+  // What the kernel assumes (ggemm_moe_ffn meets it): the copy's slots are
+  // the routing's, one CTA's worth, each with a row of out.
+  const int64_t slots = route.num_tokens * route.top_k;
+  if (!routes_in_one_cta(route) || expand.num_tokens != route.num_tokens || expand.top_k != route.top_k ||
+      expand.out_rows < slots || expand.row_bytes % 16 != 0)
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "routing with the token copy: T %lld, top_k %lld, out rows %lld",
+                 static_cast<long long>(route.num_tokens), static_cast<long long>(route.top_k),
+                 static_cast<long long>(expand.out_rows));
+  moe::MoeRouteExpandParams p{};
+  p.route = route_params(route);
+  int64_t items = 0;
+  p.expand = expand_params(expand, &items);
+  // Every CTA routes the slots before it copies, so the CTAs are at most
+  // the SMs (one wave; a CTA of a second wave would route again first).
+  const int64_t ctas = std::clamp<int64_t>(ceil_div(items, kRouteThreads / 32), 1, int64_t(std::max(dev.props().sm_count, 1)));
+  return launch_kernel(dev, "ggemm_moe_route_expand", uint32_t(ctas), kRouteThreads,
+                       uint32_t(route.local_experts) * moe::kOneCtaBytesPerExpert, &p, stream);
 }
 
 Status launch_moe_decode_down(Device &dev, const MoeDecodeDownLaunch &l, CUstream stream) {

@@ -60,9 +60,11 @@ struct MoeRouteLaunch {
   void *workspace;           // route_scratch_layout(...).bytes, 16-byte aligned
   uint32_t *device_status;   // checked mode; null = off
 };
-// One launch up to 32 slots (one warp) or when the slots make one chunk
-// (the scatter pass alone, one CTA), else two: the count pass, then the
-// scatter pass (ptx/moe/route.cuh).
+// One launch up to 32 slots (one warp), or up to one chunk of slots (one
+// CTA: a thread a slot where the local experts are at most
+// moe::kOneCtaMaxExperts, ptx/moe/route_one_cta.cuh, else the scatter pass
+// alone), else two: the count pass, then the scatter pass
+// (ptx/moe/route.cuh).
 Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream);
 
 // The routing kernels' parameters for a call (scratch carved from
@@ -71,6 +73,9 @@ Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream);
 // prologue instead of a launch of its own (GroupedLaunch::route).
 moe::MoeRouteParams route_params(const MoeRouteLaunch &l);
 bool routes_in_one_warp(const MoeRouteLaunch &l);
+// Whether it routes in one CTA, a thread a slot (ptx/moe/route_one_cta.cuh):
+// what launch_moe_route_expand needs.
+bool routes_in_one_cta(const MoeRouteLaunch &l);
 
 // One combine call; the arguments have passed validation and T > 0.
 struct MoeCombineLaunch {
@@ -96,6 +101,13 @@ struct MoeExpandLaunch {
   uint32_t *device_status;
 };
 Status launch_moe_expand_rows(Device &dev, const MoeExpandLaunch &l, CUstream stream);
+
+// The routing and the expand copy in one launch, for a call that
+// routes_in_one_cta (ptx/moe/route_one_cta.cuh, route_expand): each CTA
+// routes the slots for itself, one writes the routing arrays, all copy. The
+// copy's slot_row and routed_rows are the routing's own arrays (not read).
+Status launch_moe_route_expand(Device &dev, const MoeRouteLaunch &route, const MoeExpandLaunch &expand,
+                               CUstream stream);
 
 // One decode down projection with the combine (ggemm_moe_ffn at decode,
 // ptx/moe/decode_down.cuh): out[t] = the sum over t's routed slots of

@@ -7,7 +7,11 @@
 # down projection sums each token's slots itself (ptx/moe/decode_down.cuh):
 # those cases launch ggemm_moe_decode_down and no combine; the 8-token
 # decode case the combine and no decode down. Past 32 rows it gathers inside
-# gate_up only where the rows are few an expert. $1 is ggemm_tests.
+# gate_up only where the rows are few an expert. Past that, up to 512 slots
+# of up to 512 local experts, the routing and the token copy are one launch
+# (ggemm_moe_route_expand), and ggemm_moe_route routes such calls in one CTA
+# (ggemm_moe_route_one_cta); more experts, or more slots, take the scatter
+# pass and the copy launch. $1 is ggemm_tests.
 # Skips (77) when the GPU tests skip; on a GPU other than sm_90a there is no
 # routed kernel and the layer routes by a launch of its own (skip).
 set -uo pipefail
@@ -52,8 +56,27 @@ fi
 if ! grep -q 'moe kernel ggemm_moe_decode_down_' <<<"$out_g"; then
   echo "FAIL: the 4-token 64-row case should run the decode down"; fail=1
 fi
-out_c=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Cases/GpuMoeFfn.MatchesReference/Bf16CopiesSixtyFourDenseRows' 2>&1)
-if ! grep -q 'moe kernel ggemm_moe_expand_rows' <<<"$out_c"; then
-  echo "FAIL: 64 rows of 8 an expert should be copied first (ggemm_moe_expand_rows)"; fail=1
+if grep -q 'moe kernel ggemm_moe_route_expand' <<<"$out_g"; then
+  echo "FAIL: a gathering call ran the routing and copy launch"; fail=1
+fi
+out_c=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Cases/GpuMoeFfn.MatchesReference/Bf16CopiesSixtyFourDenseRows:Cases/GpuMoeFfn.MatchesReference/Bf16RouteExpandFullChunkWideRows' 2>&1)
+if [ "$(grep -c '^\[       OK \]' <<<"$out_c")" -ne 2 ] || [ "$(grep -c 'moe kernel ggemm_moe_route_expand' <<<"$out_c")" -ne 2 ] ||
+   grep -q 'moe kernel ggemm_moe_expand_rows\|moe kernel ggemm_moe_route_scatter' <<<"$out_c"; then
+  echo "FAIL: 64 rows of 8 an expert and a full 512-slot chunk should pass, copied in the routing's launch (ggemm_moe_route_expand)"; fail=1
+fi
+if ! grep -q 'moe kernel ggemm_moe_route_count' <<<"$out_p" || ! grep -q 'moe kernel ggemm_moe_expand_rows' <<<"$out_p"; then
+  echo "FAIL: a prefill call of two routing chunks should run the count pass and the copy launch"; fail=1
+fi
+out_w=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Cases/GpuMoeFfn.MatchesReference/Bf16OneChunkExperts640' 2>&1)
+if ! grep -q '^\[       OK \]' <<<"$out_w" || ! grep -q 'moe kernel ggemm_moe_route_scatter' <<<"$out_w" ||
+   ! grep -q 'moe kernel ggemm_moe_expand_rows' <<<"$out_w"; then
+  echo "FAIL: one chunk of 640 local experts should pass on the scatter pass and the copy launch"; fail=1
+fi
+out_r=$(GGEMM_DEBUG=1 "$tests_bin" --gtest_filter='Cases/GpuMoeRoute.MatchesReference/OneChunk*' 2>&1)
+one_cta=$(grep -c 'moe kernel ggemm_moe_route_one_cta' <<<"$out_r")
+scatter=$(grep -c 'moe kernel ggemm_moe_route_scatter' <<<"$out_r")
+echo "one-chunk routing cases: $one_cta on one CTA, $scatter on the scatter pass"
+if grep -q '^\[  FAILED  \]' <<<"$out_r" || [ "$one_cta" -ne 9 ] || [ "$scatter" -ne 4 ]; then
+  echo "FAIL: the 13 one-chunk routing cases should pass, the 9 of at most 512 experts on one CTA, 4 on the scatter pass"; fail=1
 fi
 exit $fail

@@ -268,9 +268,12 @@ const RouteCase kRouteCases[] = {
     {"ExpertParallelMiddleRank", Pattern::kZipf, 2000, 8, 256, 96, 32},
     {"ExpertParallelLastRank", Pattern::kBalanced, 2000, 8, 256, 224, 32},
     {"TopK64", Pattern::kDuplicates, 100, 64, 8, 0, 8},
-    // One chunk (<= 512 slots: one a scatter thread) takes the scatter pass
-    // alone, one CTA; these mirror the cases above that take two.
+    // One chunk (<= 512 slots) routes in one CTA, a thread a slot, up to
+    // 512 local experts (ggemm_moe_route_one_cta), else on the scatter pass
+    // alone; these mirror the cases above that take two launches
+    // (tests/check_layer_routing_in_gemv.sh checks which kernel each runs).
     {"OneChunkZipf", Pattern::kZipf, 50, 8, 128, 0, 128},
+    {"OneChunkFullExperts512", Pattern::kZipf, 64, 8, 600, 40, 512},
     {"OneChunkOneExpertFullChunk", Pattern::kOneExpert, 64, 8, 16, 0, 16},
     {"OneChunkMinusOneSlots", Pattern::kMinusOne, 100, 4, 32, 0, 32},
     {"OneChunkExperts384", Pattern::kZipf, 64, 8, 384, 0, 384},
@@ -333,8 +336,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuMoeRoute, ::testing::ValuesIn(kRouteCases), C
 
 // Hostile ids and weights: the same results as the reference (they act as
 // -1 / drop their slot), and checked mode reports both kinds.
-// 3000 tokens take the two-launch path, 50 the one-chunk path (the scatter
-// pass alone), 4 (32 slots) the one-warp path.
+// 3000 tokens take the two-launch path, 50 the one-chunk path (one CTA, a
+// thread a slot), 4 (32 slots) the one-warp path.
 class GpuMoeRouteChecked : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(GpuMoeRouteChecked, HostileIdsAndWeightsAreReported) {
@@ -529,6 +532,14 @@ const FfnCase kFfnCases[] = {
     {"Bf16Experts384", kBf16, 200, 256, 128, 8, 384, 0, 384, Pattern::kZipf},
     // More than one routing chunk (512 slots): the two-launch routing.
     {"Bf16TwoLaunchRouting", kBf16, 1100, 256, 128, 4, 16, 0, 16, Pattern::kZipf},
+    // Up to 512 slots of up to 512 local experts the routing and the token
+    // copy are one launch (ggemm_moe_route_expand; the cases above of at
+    // most 512 slots take it too): a full chunk at DeepSeek-V3's row width
+    // (each of the grid's CTAs routes, then copies its share of 1.8 MB);
+    // past 512 local experts the one-chunk scatter pass and the copy
+    // launch (tests/check_layer_routing_in_gemv.sh checks which).
+    {"Bf16RouteExpandFullChunkWideRows", kBf16, 64, 7168, 128, 8, 32, 0, 32, Pattern::kZipf},
+    {"Bf16OneChunkExperts640", kBf16, 40, 256, 128, 4, 640, 0, 640, Pattern::kZipf},
     // Decode at Qwen3-30B-A3B's widths (16 of its experts): the gate_up
     // GEMV routes the slots in its prologue (at most 32 slots; the CPU plan
     // tests and tests/check_layer_routing_in_gemv.sh check that it is
@@ -752,7 +763,8 @@ TEST(GpuMoeFfnEdge, DecodeTokenWithNoExpertGetsZeros) {
 // The layer twice on the same inputs: bitwise the same out; captured in a
 // graph and replayed with new ids and weights, each replay matches the
 // reference of its routing. A prefill-sized call (routing launches of its
-// own) and a decode call (routing in the gate_up GEMV's prologue).
+// own), a call of one routing CTA (routing and copy in one launch) and a
+// decode call (routing in the gate_up GEMV's prologue).
 class GpuMoeFfnGraph : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(GpuMoeFfnGraph, DeterministicAndReplaysWithNewRouting) {
@@ -795,7 +807,8 @@ TEST_P(GpuMoeFfnGraph, DeterministicAndReplaysWithNewRouting) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, GpuMoeFfnGraph, ::testing::Values("Fp16E16K4", "Bf16DecodeRoutedInGemvDuplicates"),
+INSTANTIATE_TEST_SUITE_P(Cases, GpuMoeFfnGraph,
+                         ::testing::Values("Fp16E16K4", "Fp16Duplicates", "Bf16DecodeRoutedInGemvDuplicates"),
                          [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
 
 // Weights past 4 GiB: 352 experts of [2 x 1536, 2048] gate_up (4.4 GB) and

@@ -151,9 +151,10 @@ static bool gathers_in_gate_up(int64_t rows, int64_t local_experts) {
 // and a first version of the kernel took 1.85x there.
 constexpr int64_t kDecodeDownMaxTokens = 4;
 
-// Prefill: route -> expand (x copied to sorted rows) -> gate_up (SwiGLU) ->
-// h -> down (scaled by row_weight) -> y in sorted rows -> combine (each
-// token's k rows by slot_row) -> out. The down product writes sorted rows
+// Prefill: route -> expand (x copied to sorted rows; one launch with the
+// routing up to one CTA's 512 slots) -> gate_up (SwiGLU) -> h -> down
+// (scaled by row_weight) -> y in sorted rows -> combine (each token's k
+// rows by slot_row) -> out. The down product writes sorted rows
 // and the combine gathers them, rather than the GEMM scattering rows to
 // token order: the same bytes move, the sum's order is fixed
 // (deterministic), and the GEMM keeps its contiguous TMA stores.
@@ -224,20 +225,23 @@ extern "C" ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn
       GGEMM_TRY(ggemm::report(gemv.status()));
       route_in_gate_up = gemv.value();
     }
+    // Past decode the tokens are copied to their sorted rows first (the
+    // expand copy), in the routing's launch where it routes in one CTA
+    // (each CTA routes for itself, then copies: one dependent launch fewer).
+    ggemm::MoeExpandLaunch expand{};
+    expand.num_tokens = a.num_tokens, expand.top_k = a.top_k, expand.out_rows = rows;
+    expand.row_bytes = hidden * ggemm::dtype_bytes(a.dtype);
+    expand.x = a.x, expand.slot_row = route.slot_row, expand.out = y;
+    expand.routed_rows = route.a_offsets + a.local_experts;
+    expand.device_status = checked_mode_word(handle);
     const ggemm::moe::MoeRouteParams route_params = ggemm::route_params(route);
     if (route_in_gate_up) {
       gate_up.route = &route_params;
+    } else if (!decode && ggemm::routes_in_one_cta(route)) {
+      GGEMM_TRY(ggemm::report(ggemm::launch_moe_route_expand(*handle->device, route, expand, s)));
     } else {
       GGEMM_TRY(ggemm::report(ggemm::launch_moe_route(*handle->device, route, s)));
-    }
-    if (!decode) {
-      ggemm::MoeExpandLaunch expand{};
-      expand.num_tokens = a.num_tokens, expand.top_k = a.top_k, expand.out_rows = rows;
-      expand.row_bytes = hidden * ggemm::dtype_bytes(a.dtype);
-      expand.x = a.x, expand.slot_row = route.slot_row, expand.out = y;
-      expand.routed_rows = route.a_offsets + a.local_experts;
-      expand.device_status = checked_mode_word(handle);
-      GGEMM_TRY(ggemm::report(ggemm::launch_moe_expand_rows(*handle->device, expand, s)));
+      if (!decode) GGEMM_TRY(ggemm::report(ggemm::launch_moe_expand_rows(*handle->device, expand, s)));
     }
     GGEMM_TRY(ggemm::api::launch(handle, gate_up, stream));
 

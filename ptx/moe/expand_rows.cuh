@@ -21,18 +21,23 @@ namespace ggemm::moe {
 
 #if defined(__CUDACC__)
 
+// The copy itself, its items dealt to the grid's warps: row_of(slot) is
+// the sorted row of slot t * top_k + j (a size_t) (-1: none; inside [0, out_rows)
+// where not -1), and the rows from routed_rows() (at most out_rows, asked
+// for once the copy is done) to out_rows get zeros.
+//
 // Plain (coherent) loads (ptx::ld_global_no_allocate_v4): ptxas may not
 // move a store above a load that might read what it writes, so a lane's
 // loads are all in flight before its first store. (With __ldg's
 // non-coherent loads, or left to itself, it interleaved them, two or three
 // loads in flight.)
-GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
+template <class RowOf, class RoutedRows>
+GGEMM_DEVICE void copy_token_rows(const MoeExpandParams &p, RowOf row_of, RoutedRows routed_rows) {
   constexpr uint32_t kStretch = 32 * kExpandVectorsInFlight;  // vectors a warp copies
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t stretches = (p.row_vectors + kStretch - 1) / kStretch;
   const uint64_t items = uint64_t(p.num_tokens) * stretches * p.slot_parts;
   const uint64_t warps = uint64_t(gridDim.x) * (blockDim.x / 32);
-  uint32_t faults = 0;
   for (uint64_t item = uint64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; item < items; item += warps) {
     // Item = (token, stretch, part): neighbouring warps take the parts of
     // one stretch, so the copies that re-read it find it in L2.
@@ -51,11 +56,7 @@ GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
 #pragma unroll
       for (uint32_t j = 0; j < kExpandSlotBatch; ++j) {
         const uint32_t slot = j0 + j * p.slot_parts;
-        row[j] = slot < p.top_k ? p.slot_row[size_t(token) * p.top_k + slot] : -1;
-        // A row outside [-1, out_rows) is written nowhere and reported.
-        const bool inside = row[j] >= 0 && uint32_t(row[j]) < p.out_rows;
-        if (!inside && row[j] != -1) faults |= kFaultIndexOutOfRange;
-        if (!inside) row[j] = -1;
+        row[j] = slot < p.top_k ? row_of(size_t(token) * p.top_k + slot) : -1;
       }
 #pragma unroll
       for (uint32_t j = 0; j < kExpandSlotBatch; ++j) {
@@ -67,9 +68,7 @@ GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
       }
     }
   }
-  // The rows past the routed ones (the routing's count: a_offsets past the
-  // active groups).
-  const uint32_t routed = min(*p.routed_rows, p.out_rows);
+  const uint32_t routed = routed_rows();
   const uint64_t pad_items = uint64_t(p.out_rows - routed) * stretches;
   for (uint64_t item = uint64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; item < pad_items; item += warps) {
     const uint32_t v0 = uint32_t(item % stretches) * kStretch + lane;
@@ -78,6 +77,22 @@ GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
     for (uint32_t i = 0; i < kExpandVectorsInFlight; ++i)
       if (v0 + 32 * i < p.row_vectors) ptx::st_global_v4(dst + v0 + 32 * i, make_uint4(0, 0, 0, 0));
   }
+}
+
+// The expand launch: the rows from the routing arrays (slot_row, and the
+// routed count at a_offsets past the active groups); a row outside [-1,
+// out_rows) is written nowhere and reported.
+GGEMM_DEVICE void expand_rows(const MoeExpandParams &p) {
+  uint32_t faults = 0;
+  copy_token_rows(
+      p,
+      [&](size_t slot) {
+        const int32_t row = p.slot_row[slot];
+        const bool inside = row >= 0 && uint32_t(row) < p.out_rows;
+        if (!inside && row != -1) faults |= kFaultIndexOutOfRange;
+        return inside ? row : -1;
+      },
+      [&] { return min(*p.routed_rows, p.out_rows); });
   report_warp_faults(p.device_status, faults);
 }
 

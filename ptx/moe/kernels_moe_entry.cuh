@@ -9,6 +9,7 @@
 #include "decode_down.cuh"
 #include "expand_rows.cuh"
 #include "route.cuh"
+#include "route_one_cta.cuh"
 
 // Every entry first lets the stream's next kernel be placed, then waits for
 // the earlier ones (ptx/instr/grid_dependency.h).
@@ -34,12 +35,30 @@ extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads)
 }
 
 // The scatter pass: one CTA per chunk (one CTA, and the whole routing, when
-// the slots make one chunk); dynamic shared memory holds the warps' counts
+// the slots make one chunk of more than kOneCtaMaxExperts experts); dynamic shared memory holds the warps' counts
 // and the bases, kRouteBytesPerWindowExpert a window expert.
 extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
     ggemm_moe_route_scatter(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
   GGEMM_MOE_KERNEL_PROLOGUE();
   ggemm::moe::route_scatter(p);
+}
+
+// The routing of one chunk in one CTA, a thread a slot (calls of at most
+// kRouteThreads slots and kOneCtaMaxExperts local experts); dynamic shared
+// memory holds kOneCtaBytesPerExpert an expert.
+extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
+    ggemm_moe_route_one_cta(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
+  GGEMM_MOE_KERNEL_PROLOGUE();
+  ggemm::moe::route_one_cta_only(p);
+}
+
+// The layer's one-CTA routing and its token copy in one launch: each CTA
+// routes for itself (CTA 0 writes the routing arrays), then copies its
+// share of the rows; dynamic shared memory as ggemm_moe_route_one_cta's.
+extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
+    ggemm_moe_route_expand(const __grid_constant__ ggemm::moe::MoeRouteExpandParams p) {
+  GGEMM_MOE_KERNEL_PROLOGUE();
+  ggemm::moe::route_expand(p.route, p.expand);
 }
 
 // The expand copy: a warp a token's stretch of the row at a time

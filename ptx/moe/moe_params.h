@@ -30,6 +30,12 @@ constexpr uint32_t kRouteKeyBatch = 8;
 constexpr uint32_t kRouteWindowExperts = 4096;
 constexpr uint32_t kRouteBytesPerWindowExpert = kRouteWarps * 2 + 4;
 
+// Local experts up to which a call of at most kRouteThreads slots routes in
+// one CTA, a thread a slot (route_one_cta.cuh): a thread an expert in its
+// scan; its table takes a 32-bit lane mask a warp and a first row an expert.
+constexpr uint32_t kOneCtaMaxExperts = kRouteThreads;
+constexpr uint32_t kOneCtaBytesPerExpert = (kRouteWarps + 1) * 4;
+
 // A slot with no local expert (id -1, another rank's expert, an id out of
 // range, a weight that is not finite).
 constexpr uint32_t kNoExpert = 0xffffffffu;
@@ -93,6 +99,13 @@ struct MoeExpandParams {
   uint32_t out_rows;
   uint32_t row_vectors;    // 16-byte vectors a row
   uint32_t slot_parts;     // warps that split a token's slots (1..top_k): more warps where tokens are few
+};
+
+// The layer's routing and token copy in one launch (ptx/moe/route_one_cta.cuh,
+// route_expand): the one-CTA routing's parameters, then the copy's.
+struct MoeRouteExpandParams {
+  MoeRouteParams route;
+  MoeExpandParams expand;
 };
 
 // The decode down projection with the combine (ptx/moe/decode_down.cuh): a

@@ -6,12 +6,16 @@
 //   one warp (T * k <= 32, decode): a lane a slot, every count by shuffles
 //     (route_one_warp).
 //
+//   one CTA (one chunk and at most 512 local experts): a thread a slot,
+//     lane masks per warp and expert (route_one_cta.cuh).
+//
 //   count pass (more than one chunk; one CTA per chunk of chunk_slots
 //     consecutive slots): each CTA counts its chunk's slots per local expert
 //     in 16-bit shared-memory counters and writes its row of the
 //     [num_chunks][local_experts] count matrix.
 //
-//   scatter pass (one CTA per chunk; alone when there is one chunk): each of
+//   scatter pass (one CTA per chunk; alone when there is one chunk of more
+//     experts than one CTA's route_one_cta holds): each of
 //     the CTA's 16 warps ranks a contiguous run of the chunk's slots, 32 at a
 //     time (match.any; the group's lowest lane bumps the warp's own 16-bit
 //     count of that expert in shared memory), so a slot's rank among its
