@@ -205,7 +205,8 @@ Status launch_moe_route_expand(Device &dev, const MoeRouteLaunch &route, const M
   p.expand = expand_params(expand, &items);
   // Every CTA routes the slots before it copies, so the CTAs are at most
   // the SMs (one wave; a CTA of a second wave would route again first).
-  const int64_t ctas = std::clamp<int64_t>(ceil_div(items, kRouteThreads / 32), 1, int64_t(std::max(dev.props().sm_count, 1)));
+  const int64_t sms = std::max(dev.props().sm_count, 1);
+  const int64_t ctas = std::clamp<int64_t>(ceil_div(items, kRouteThreads / 32), 1, sms);
   return launch_kernel(dev, "ggemm_moe_route_expand", uint32_t(ctas), kRouteThreads,
                        uint32_t(route.local_experts) * moe::kOneCtaBytesPerExpert, &p, stream);
 }

@@ -35,8 +35,9 @@ extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads)
 }
 
 // The scatter pass: one CTA per chunk (one CTA, and the whole routing, when
-// the slots make one chunk of more than kOneCtaMaxExperts experts); dynamic shared memory holds the warps' counts
-// and the bases, kRouteBytesPerWindowExpert a window expert.
+// the slots make one chunk of more than kOneCtaMaxExperts experts); dynamic
+// shared memory holds the warps' counts and the bases,
+// kRouteBytesPerWindowExpert a window expert.
 extern "C" __global__ void __launch_bounds__(ggemm::moe::kRouteThreads, 1)
     ggemm_moe_route_scatter(const __grid_constant__ ggemm::moe::MoeRouteParams p) {
   GGEMM_MOE_KERNEL_PROLOGUE();
