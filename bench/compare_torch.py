@@ -54,6 +54,14 @@ PREFILL = [
     ("qwen3_30b_a3b_gate_up_prefill", 128, 32768, 1536, 2048, "balanced"),
     ("qwen3_30b_a3b_gate_up_prefill_zipf", 128, 32768, 1536, 2048, "zipf"),
     ("qwen3_30b_a3b_down_prefill", 128, 32768, 2048, 768, "balanced"),
+    # The same prefill rows with each row routed to a uniformly random
+    # expert: ragged groups, as a model's routing makes them.
+    ("mixtral_gate_up_prefill_random", 8, 8192, 28672, 4096, "random"),
+    ("mixtral_down_prefill_random", 8, 8192, 4096, 14336, "random"),
+    ("deepseek_v3_ep8_gate_up_prefill_random", 32, 4096, 4096, 7168, "random"),
+    ("deepseek_v3_ep8_down_prefill_random", 32, 4096, 7168, 2048, "random"),
+    ("qwen3_30b_a3b_gate_up_prefill_random", 128, 32768, 1536, 2048, "random"),
+    ("qwen3_30b_a3b_down_prefill_random", 128, 32768, 2048, 768, "random"),
     ("qwen3_30b_a3b_gate_up_decode", 128, 512, 1536, 2048, "balanced"),
     ("deepseek_v3_ep8_gate_up_decode", 32, 512, 4096, 7168, "balanced"),
     ("mixtral_gate_up_decode", 8, 128, 28672, 4096, "balanced"),
@@ -73,6 +81,9 @@ def rows_per_expert(experts, rows, routing, gen):
         for e in range(rows - sum(base)):
             base[e] += 1
         return base
+    if routing == "random":
+        picks = torch.randint(0, experts, (rows,), generator=gen)
+        return torch.bincount(picks, minlength=experts).tolist()
     # Zipf 1.2 over a random order of the experts, largest remainder rounding.
     weights = [1.0 / (r + 1) ** 1.2 for r in range(experts)]
     order = torch.randperm(experts, generator=gen).tolist()

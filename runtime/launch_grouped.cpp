@@ -156,10 +156,8 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
                    Sm90GroupedParams *out) {
   const GroupedShape &s = a.shape;
   Sm90GroupedParams p{};
-  if (k.persistent()) {
-    GGEMM_RETURN_IF_ERROR(encode_operand_maps(drv, a, k, &p));
-    set_l2_prefetch(a, grid, &p);
-  }
+  if (k.tma_pipeline()) GGEMM_RETURN_IF_ERROR(encode_operand_maps(drv, a, k, &p));
+  if (k.persistent()) set_l2_prefetch(a, grid, &p);  // (the token-major kernel prefetches nothing)
   for (int v = 0; v < 3; ++v)
     p.out[v] = OutputView{a.views[v].base, uint32_t(a.views[v].ld), uint32_t(a.views[v].col_offset)};
   p.row_scale = a.row_scale;
@@ -187,7 +185,7 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
   // The sm_90a kernels' own fields, and the decode GEMV's on either
   // architecture (it takes the sm_90a parameters).
   if (k.kernel->arch == Arch::kSm90a || k.family() == KernelFamily::kDecodeGemv) {
-    if (k.kernel->arch == Arch::kSm90a && k.persistent()) GGEMM_RETURN_IF_ERROR(encode_sm90_maps(drv, a, k, &p));
+    if (k.kernel->arch == Arch::kSm90a && k.tma_pipeline()) GGEMM_RETURN_IF_ERROR(encode_sm90_maps(drv, a, k, &p));
     p.tokens = a.a;
     p.weights = a.b;
     p.staging_buffers = k.staging_buffers;
@@ -210,6 +208,10 @@ void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, con
                   "tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u consumers %u", k.tile_m,
                   k.tile_n, k.swizzle_bytes / 2, k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes,
                   k.staging_buffers, k.consumer_warpgroups);
+  } else if (k.family() == KernelFamily::kTokenMajor) {
+    std::snprintf(config, sizeof config,
+                  "tile %u tokens x %u features x %u a consumer warpgroup, stages %u, token-major ping-pong", k.tile_m,
+                  k.tile_n, k.swizzle_bytes / 2, k.stages);
   } else if (k.family() == KernelFamily::kDecodeGemv) {
     std::snprintf(config, sizeof config, "tile %ux%u, decode GEMV (weight rows by 16-byte loads), up to %u CTAs an SM",
                   k.tile_m, k.tile_n, k.ctas_per_sm);

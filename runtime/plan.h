@@ -76,6 +76,13 @@ struct PlanRequest {
   };
   DecodeGemv decode_gemv = DecodeGemv::kAutomatic;
   uint32_t sm90_k_slices = 0;  // slices of K per stage: 0 = automatic, 1, 2 or 4 where two stages fit
+  enum class TokenMajor : uint8_t {
+    kAutomatic,
+    kNever,          // no call on the sm_90a token-major kernel
+    kWherePossible,  // every call it can run (K-major weights, 16-bit outputs of one segment, store or row
+                     // scale, no gather, no planes, no config)
+  };
+  TokenMajor sm90_token_major = TokenMajor::kAutomatic;
 };
 void set_plan_request_for_testing(const PlanRequest &request);
 PlanRequest plan_request_for_testing();
@@ -102,6 +109,9 @@ struct KernelPlan {
   bool persistent() const {
     return kernel->family == KernelFamily::kPersistent || kernel->family == KernelFamily::kPersistentSwiglu;
   }
+  // The kernels fed by TMA through the operand tensor maps and storing
+  // through the output views' maps: the persistent ones and the token-major one.
+  bool tma_pipeline() const { return persistent() || kernel->family == KernelFamily::kTokenMajor; }
 };
 
 // The plans. `config` has passed api/src/validate_config.cpp's checks; a

@@ -286,12 +286,14 @@ namespace {
 std::atomic<PlanRequest::Sm90ShortK> g_sm90_short_k{PlanRequest::Sm90ShortK::kAutomatic};
 std::atomic<PlanRequest::DecodeGemv> g_decode_gemv{PlanRequest::DecodeGemv::kAutomatic};
 std::atomic<uint32_t> g_sm90_k_slices{0};
+std::atomic<PlanRequest::TokenMajor> g_sm90_token_major{PlanRequest::TokenMajor::kAutomatic};
 }  // namespace
 
 void set_plan_request_for_testing(const PlanRequest &request) {
   g_sm90_short_k.store(request.sm90_short_k, std::memory_order_relaxed);
   g_decode_gemv.store(request.decode_gemv, std::memory_order_relaxed);
   g_sm90_k_slices.store(request.sm90_k_slices, std::memory_order_relaxed);
+  g_sm90_token_major.store(request.sm90_token_major, std::memory_order_relaxed);
 }
 
 PlanRequest plan_request_for_testing() {
@@ -299,6 +301,7 @@ PlanRequest plan_request_for_testing() {
   r.sm90_short_k = g_sm90_short_k.load(std::memory_order_relaxed);
   r.decode_gemv = g_decode_gemv.load(std::memory_order_relaxed);
   r.sm90_k_slices = g_sm90_k_slices.load(std::memory_order_relaxed);
+  r.sm90_token_major = g_sm90_token_major.load(std::memory_order_relaxed);
   return r;
 }
 

@@ -7,7 +7,11 @@
 //   3. the decode GEMV (ptx/sm90/decode_gemv.cuh; plan_common.cpp,
 //      decode_gemv_filter): groups of at most kDecodeGemvMaxRows rows (MoE
 //      decode), no output splits or planes;
-//   4. the persistent warp-specialised kernel: everything else, its token
+//   4. the token-major ping-pong kernel (ptx/sm90/token_major_gemm.cuh):
+//      prefill calls (groups of kTokenMajorMinRows rows or more) with
+//      K-major weights, 16-bit outputs of one segment and the store or
+//      row-scale epilogue, no gather, no planes, no config;
+//   5. the persistent warp-specialised kernel: everything else, its token
 //      tile from the shared rules (plan_common.cpp), then its pipeline sized
 //      to the shared memory.
 #include <algorithm>
@@ -15,6 +19,7 @@
 #include "ptx/blocks/grouped_params.h"
 #include "ptx/sm90/short_k_layout.h"
 #include "ptx/sm90/smem_layout.h"
+#include "ptx/sm90/token_major_layout.h"
 #include "runtime/plan_rules.h"
 
 namespace ggemm {
@@ -100,6 +105,58 @@ StatusOr<KernelPlan> plan_short_k(const DeviceProps &props, const GroupedShape &
   p.smem_bytes = sm90::make_short_k_layout(tile_m, uint32_t(shape.k), dtype_bytes(shape.c_dtype), splits).total_bytes();
   p.cluster_size = splits;
   p.ctas_per_sm = sm90_short_k_ctas_per_sm(props, tile_m, shape.k, shape.c_dtype, splits);
+  p.max_clusters = max_clusters(p, shape, props);
+  return p;
+}
+
+// ---- the token-major family -------------------------------------------------
+
+using TokenMajor = PlanRequest::TokenMajor;
+
+// Typical rows a group from which the token-major kernel takes a call. On
+// the H200 (2026-12-03, its probe against the persistent kernel's plans,
+// same process, sustained): Qwen3-30B-A3B gate_up at 64 rows an expert
+// 0.99x, at 128 1.03x, 256 1.01-1.11x, 512 1.04-1.13x (balanced / random
+// counts); DeepSeek-V3 EP8 and Mixtral shapes 0.97-1.02x balanced,
+// 1.02-1.17x with random counts (docs/performance.md, "The token-major
+// ping-pong kernel").
+constexpr int64_t kTokenMajorMinRows = 128;
+
+// Whether the token-major kernel runs the call (what it can run; with the
+// automatic request, also whether it should).
+bool token_major_filter(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
+                        TokenMajor request) {
+  if (request == TokenMajor::kNever || config) return false;  // a config describes the persistent kernel
+  if (!shape.transpose_b || shape.gather || shape.a_planes || shape.split0 != 0 || shape.split1 != 0) return false;
+  if (shape.epilogue != GGEMM_EPILOGUE_STORE && shape.epilogue != GGEMM_EPILOGUE_ROW_SCALE) return false;
+  if (dtype_bytes(shape.c_dtype) != 2) return false;
+  // Its static shared memory (barriers, the tile handoff) beside the dynamic.
+  if (uint32_t(props.smem_optin) < sm90::TokenMajorShape::kSmemBytes + 1024) return false;
+  if (request == TokenMajor::kWherePossible) return true;
+  // A tile computes 192 features whatever N is: narrower calls stay on the
+  // persistent kernel's 128 (or 64) (measured only at N >= 768).
+  if (shape.n < int64_t(sm90::TokenMajorShape::kTileFeatures)) return false;
+  return typical_rows(shape, max_rows_bound(shape)) >= kTokenMajorMinRows;
+}
+
+StatusOr<KernelPlan> plan_token_major(const DeviceProps &props, const GroupedShape &shape) {
+  using S = sm90::TokenMajorShape;
+  KernelPlan p;
+  p.kernel = find_kernel(Arch::kSm90a, KernelFamily::kTokenMajor, shape.a_dtype, shape.c_dtype, true, S::kTileTokens, 1);
+  if (!p.kernel)
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "no sm_90a token-major kernel for %s -> %s", dtype_name(shape.a_dtype),
+                 dtype_name(shape.c_dtype));
+  p.tile_m = S::kTileTokens;
+  p.tile_n = S::kTileFeatures;
+  p.swizzle_bytes = 128;
+  p.stages = S::kStages;
+  p.staging_buffers = 1;
+  p.k_slices = 1;
+  p.weights_box_rows = kmajor_box_rows(true, 1, shape.n, S::kTileFeatures);
+  p.narrow_token_boxes = false;
+  p.threads = S::kThreads;
+  p.smem_bytes = S::kSmemBytes;
+  p.out_box_tokens = S::kTileTokens;
   p.max_clusters = max_clusters(p, shape, props);
   return p;
 }
@@ -277,6 +334,7 @@ StatusOr<KernelPlan> plan_sm90(const DeviceProps &props, const GroupedShape &sha
   if (const uint32_t tile_m = short_k_split_filter(props, shape, config, request.sm90_short_k))
     return plan_short_k(props, shape, KernelFamily::kShortKSplit, tile_m);
   if (gemv_tile_m) return plan_decode_gemv(Arch::kSm90a, props, shape, gemv_tile_m);
+  if (token_major_filter(props, shape, config, request.sm90_token_major)) return plan_token_major(props, shape);
   return plan_persistent(props, shape, config, request.sm90_k_slices);
 }
 

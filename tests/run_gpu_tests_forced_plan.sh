@@ -2,7 +2,8 @@
 # The GPU tests of the public-ABI suite again with one sm_90a kernel choice
 # forced: $1 is ggemm_tests_forced_plan (tests/forced_plan_main.cpp: the
 # plan's internal test request), $2 its flag, --sm90_short_k=never|
-# where_possible or --decode_gemv=never|where_possible (never keeps
+# where_possible, --decode_gemv=never|where_possible or
+# --sm90_token_major=never|where_possible (never keeps
 # every call off that family, where_possible sends it every call it can
 # run), so each kernel choice the automatic rule makes is also tested
 # against the one it did not make. The stress and 20 GB tests run once, in

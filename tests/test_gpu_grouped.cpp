@@ -297,12 +297,67 @@ std::vector<Case> cases() {
     add(c);
   }
   {
-    // Large groups: the automatic tile_m is 256, and every group ends in a
-    // partial row block run by a narrower MMA.
+    // Large groups: the token-major kernel's tiles, its partial token tiles
+    // at every group's end (on the persistent kernel, in the forced-off run:
+    // tile_m 256 and a narrower MMA for each group's last row block).
     Case c{"large_groups_auto_tile"};
     c.rows = {600, 700, 513, 1100};
     c.n = 384;
     c.k = 320;
+    add(c);
+  }
+  // The token-major kernel (prefill: 128 rows a group or more, K-major,
+  // 16-bit outputs, store or row scale): ragged groups with partial token
+  // tiles, an inactive and an empty group, N past its 192-feature tiles and
+  // its 64-feature chunks, K past its 64-wide stages; each operand and
+  // output dtype; N below one tile (a narrower weight box); group ends.
+  {
+    Case c{"token_major_ragged_bf16"};
+    c.rows = {129, 300, 0, 1000, 127, 256};
+    c.experts = {0, 1, 2, -1, 3, 1};
+    c.n = 1000;
+    c.k = 200;
+    add(c);
+  }
+  {
+    Case c{"token_major_row_scale_fp16_bf16"};
+    c.rows = {200, 385, 140};
+    c.n = 456;
+    c.k = 520;
+    c.in = GGEMM_DTYPE_FP16;
+    c.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
+    add(c);
+  }
+  {
+    // N below one tile: the persistent kernel in the automatic plan, the
+    // token-major one's narrow weight box in the forced run.
+    Case c{"token_major_n104_row_scale_bf16_fp16"};
+    c.rows = {300, 260};
+    c.n = 104;
+    c.k = 64;
+    c.out = GGEMM_DTYPE_FP16;
+    c.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
+    add(c);
+  }
+  // Several tiles a CTA (~300 tiles on 132 SMs): both consumer warpgroups,
+  // their order barriers, the skipped stages, inactive tiles owned by
+  // either; K of 4 stages, and of 3 (the 4-stage ring wraps mid-tile).
+  for (int64_t k : {200, 136}) {
+    Case c{"token_major_many_tiles_k" + std::to_string(k)};
+    c.rows = {1500, 700, 2100, 900, 1300};
+    c.experts = {0, -1, 1, 2, 3};
+    c.n = 1000;
+    c.k = k;
+    if (k == 136) c.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
+    add(c);
+  }
+  {
+    Case c{"token_major_group_ends_fp16"};
+    c.rows = {400, 129, 513};
+    c.n = 384;
+    c.k = 2048;
+    c.in = c.out = GGEMM_DTYPE_FP16;
+    c.group_ends = true;
     add(c);
   }
   {
@@ -763,7 +818,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
 TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
   Rng rng(fresh_seed());
   const std::vector<Case> all = cases();
-  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 24)
+  // 24 from the group-ends list, and token_major_group_ends_fp16.
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 25)
       << "a case the group-ends list names is gone";
   for (const Case &c : all) {
     SCOPED_TRACE(c.name);

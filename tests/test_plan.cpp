@@ -27,6 +27,7 @@
 #include "runtime/launch_moe.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/plan.h"
+#include "ptx/sm90/token_major_layout.h"
 #include "runtime/plan_rules.h"
 
 namespace ggemm {
@@ -42,6 +43,7 @@ struct PlannedTile {
 struct CallShape : GroupedShape {
   int short_k_request = 0;        // -1: never a short-K kernel; 1: wherever one can run
   int decode_gemv_request = 0;    // -1: never the decode GEMV; 1: wherever it can run
+  int token_major_request = 0;    // -1: never the sm_90a token-major kernel; 1: wherever it can run
   uint32_t k_slices_request = 0;  // sm_90a slices of K per stage; 0 = automatic
 };
 
@@ -54,6 +56,9 @@ PlanRequest request_of(const CallShape &s) {
                        : s.decode_gemv_request > 0 ? PlanRequest::DecodeGemv::kWherePossible
                                                    : PlanRequest::DecodeGemv::kAutomatic;
   r.sm90_k_slices = s.k_slices_request;
+  r.sm90_token_major = s.token_major_request < 0   ? PlanRequest::TokenMajor::kNever
+                       : s.token_major_request > 0 ? PlanRequest::TokenMajor::kWherePossible
+                                                   : PlanRequest::TokenMajor::kAutomatic;
   return r;
 }
 
@@ -65,14 +70,15 @@ ggemm_status take_plan(const StatusOr<KernelPlan> &plan, KernelPlan *out) {
   return GGEMM_STATUS_SUCCESS;
 }
 
-// The sm_90a persistent kernel's plan (short-K kernels and the decode GEMV
-// ruled out).
+// The sm_90a persistent kernel's plan (short-K kernels, the decode GEMV and
+// the token-major kernel ruled out).
 ggemm_status sm90_persistent_plan(const DeviceProps &props, const CallShape &s, const ggemm_config *o,
                                   KernelPlan *out) {
   GGEMM_TRY(validate_config(o, Arch::kSm90a, props, s));
   PlanRequest r = request_of(s);
   r.sm90_short_k = PlanRequest::Sm90ShortK::kNever;
   r.decode_gemv = PlanRequest::DecodeGemv::kNever;
+  r.sm90_token_major = PlanRequest::TokenMajor::kNever;
   return take_plan(plan_sm90(props, s, o, r), out);
 }
 
@@ -1330,6 +1336,120 @@ TEST(PlanRequest, TheProcessWideRequestCarriesEveryField) {
   EXPECT_EQ(got.sm90_short_k, r.sm90_short_k);
   EXPECT_EQ(got.decode_gemv, r.decode_gemv);
   EXPECT_EQ(got.sm90_k_slices, r.sm90_k_slices);
+  r.sm90_token_major = PlanRequest::TokenMajor::kWherePossible;
+  set_plan_request_for_testing(r);
+  const PlanRequest got2 = plan_request_for_testing();
+  set_plan_request_for_testing(before);
+  EXPECT_EQ(got2.sm90_token_major, r.sm90_token_major);
+}
+
+// ---- the token-major kernel (ptx/sm90/token_major_gemm.cuh) -----------------
+
+// Qwen3-30B-A3B's gate_up at 4096 tokens (torch's offs: every expert listed).
+CallShape qwen3_gate_up_prefill() {
+  CallShape s = shape(0, 2048);
+  s.m = 32768, s.n = 1536, s.num_groups = 128;
+  return s;
+}
+
+TEST(TokenMajor, PrefillStoreAndRowScaleCallsTakeIt) {
+  for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE}) {
+    CallShape s = qwen3_gate_up_prefill();
+    s.epilogue = e;
+    StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->family(), KernelFamily::kTokenMajor);
+    EXPECT_STREQ(plan->kernel->name, "ggemm_sm90_token_major_bf16_bf16_kmajor_m128");
+    EXPECT_EQ(plan->tile_m, 128u);
+    EXPECT_EQ(plan->tile_n, 192u);
+    EXPECT_EQ(plan->weights_box_rows, 192u);
+    EXPECT_EQ(plan->out_box_tokens, 128u);
+    EXPECT_EQ(plan->stages, 4u);
+    EXPECT_EQ(plan->threads, 384u);
+    EXPECT_EQ(plan->smem_bytes, sm90::TokenMajorShape::kSmemBytes);
+    EXPECT_LE(plan->smem_bytes + 1024, uint32_t(h200().smem_optin));
+    EXPECT_TRUE(plan->tma_pipeline());
+    EXPECT_FALSE(plan->persistent());
+    // One CTA an SM (a bound of 383 row blocks x 8 column blocks).
+    EXPECT_EQ(plan->max_clusters, 132);
+  }
+  // N below a tile: the persistent kernel; forced, the weight box holds
+  // N's rows, rounded up to 8.
+  CallShape narrow = qwen3_gate_up_prefill();
+  narrow.n = 184;
+  StatusOr<KernelPlan> plan = plan_sm90(h200(), narrow, nullptr, request_of(narrow));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->family(), KernelFamily::kPersistent);
+  narrow.n = 100, narrow.token_major_request = 1;
+  plan = plan_sm90(h200(), narrow, nullptr, request_of(narrow));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->family(), KernelFamily::kTokenMajor);
+  EXPECT_EQ(plan->weights_box_rows, 104u);
+  narrow.n = 192, narrow.token_major_request = 0;
+  plan = plan_sm90(h200(), narrow, nullptr, request_of(narrow));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->family(), KernelFamily::kTokenMajor);
+}
+
+TEST(TokenMajor, TheRestStaysOnTheOtherKernels) {
+  const auto family = [](const CallShape &s) {
+    StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
+    EXPECT_TRUE(plan.ok());
+    return plan.ok() ? plan->family() : KernelFamily::kPersistent;
+  };
+  CallShape s = qwen3_gate_up_prefill();
+  s.epilogue = GGEMM_EPILOGUE_SWIGLU;
+  EXPECT_EQ(family(s), KernelFamily::kPersistentSwiglu);
+  s = qwen3_gate_up_prefill(), s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  s = qwen3_gate_up_prefill(), s.c_dtype = GGEMM_DTYPE_FP32;
+  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  s = qwen3_gate_up_prefill(), s.transpose_b = false;
+  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  s = qwen3_gate_up_prefill(), s.gather = true;
+  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  s = qwen3_gate_up_prefill(), s.split0 = 512, s.split1 = 1024;
+  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  // Groups of 64 rows: the persistent kernel (measured level there).
+  s = qwen3_gate_up_prefill(), s.m = 128 * 64;
+  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  // 128 rows a group, or a caller's bound below it.
+  s.m = 128 * 128;
+  EXPECT_EQ(family(s), KernelFamily::kTokenMajor);
+  s.max_rows_per_group = 100;
+  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  // A config describes the persistent kernel.
+  s = qwen3_gate_up_prefill();
+  ggemm_config o = blank_config();
+  o.stages = 3;
+  StatusOr<KernelPlan> with_config = plan_sm90(h200(), s, &o, request_of(s));
+  ASSERT_TRUE(with_config.ok());
+  EXPECT_EQ(with_config->family(), KernelFamily::kPersistent);
+  // The request: never, and wherever it can run (a decode-sized call too).
+  s = qwen3_gate_up_prefill(), s.token_major_request = -1;
+  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  s = qwen3_gate_up_prefill(), s.m = 128 * 8, s.token_major_request = 1, s.decode_gemv_request = -1,
+  s.short_k_request = -1;
+  EXPECT_EQ(family(s), KernelFamily::kTokenMajor);
+}
+
+TEST(TokenMajor, EveryKernelIsReachable) {
+  std::set<std::string> table, reached;
+  for (const KernelEntry &e : kernel_table())
+    if (e.family == KernelFamily::kTokenMajor) table.insert(e.name);
+  for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
+    for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16}) {
+      CallShape s = qwen3_gate_up_prefill();
+      s.a_dtype = a, s.c_dtype = c;
+      StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
+      ASSERT_TRUE(plan.ok());
+      ASSERT_EQ(plan->family(), KernelFamily::kTokenMajor);
+      EXPECT_EQ(plan->kernel->in, a);
+      EXPECT_EQ(plan->kernel->out, c);
+      reached.insert(plan->kernel->name);
+    }
+  EXPECT_EQ(reached, table);
+  EXPECT_EQ(table.size(), 4u);
 }
 
 TEST(DecodeGemv, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
@@ -2289,6 +2409,7 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
                          : sm90_persistent        ? "ggemm_sm90_grouped_"
                          : gemv                   ? "ggemm_sm90_decode_gemv_"
                          : e.family == KernelFamily::kDecodeGemvRouted ? "ggemm_sm90_decode_gemv_routed_"
+                         : e.family == KernelFamily::kTokenMajor       ? "ggemm_sm90_token_major_"
                                                                        : "ggemm_sm90_short_k_";
     EXPECT_EQ(e.family == KernelFamily::kPersistentSwiglu, name.size() > 7 && name.substr(name.size() - 7) == "_swiglu")
         << name;
@@ -2310,6 +2431,8 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kDecodeGemv}]), 24);
   // The MoE layer's routed twins (sm_90a): 2 dtypes x the four tiles.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kDecodeGemvRouted}]), 8);
+  // Token-major: 2 operand x 2 16-bit output dtypes.
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kTokenMajor}]), 4);
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kPersistent}]), 108);
 }
 

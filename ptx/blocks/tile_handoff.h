@@ -80,8 +80,11 @@ class TileHandoff {
   // once published; tile.rows == 0 there is the end. The slot stays valid
   // until release(): a consumer reads its fields where it needs them instead
   // of holding seven registers through the tile.
+  // kTrapCall: the wait's timeout traps through a call (ptx/instr/
+  // mbarrier.h; for receivers in a setmaxnreg.inc region near its budget).
+  template <bool kTrapCall = false>
   GGEMM_DEVICE const TileSlot &wait(uint8_t *region) const {
-    ptx::mbarrier_wait_parity(full(region, slot_index()), phase());
+    ptx::mbarrier_wait_parity<kTrapCall>(full(region, slot_index()), phase());
     return slots(region)[slot_index()];
   }
   // Done with the slot wait() returned (not called for the end's).

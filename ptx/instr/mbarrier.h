@@ -61,6 +61,19 @@ GGEMM_DEVICE void mbarrier_arrive_remote(uint32_t remote_bar) {
 #ifndef GGEMM_WAIT_TIMEOUT_NS
 #define GGEMM_WAIT_TIMEOUT_NS 10000000000ull
 #endif
+//
+// kTrapCall: the trap sits in a function of its own (called, never
+// inlined) instead of in the caller's code. Observed with nvcc 13.0's
+// ptxas: a `trap` inlined anywhere in a setmaxnreg.inc region (a wait
+// outside the mainloop too) and the region allocates nothing above ~R218
+// whatever the budget (224-256); a consumer with 192 accumulator registers
+// then spills and has its wgmmas serialised (C7512). Without the trap, or
+// with it called, ptx/sm90/token_major_gemm.cuh's consumers fit in R0-R215
+// (no spill) at setmaxnreg 224 and up. The other kernels keep the inline
+// trap (their SASS is unchanged).
+inline __device__ __noinline__ void mbarrier_wait_timed_out() { asm volatile("trap;"); }
+
+template <bool kTrapCall = false>
 GGEMM_DEVICE void mbarrier_wait_parity(uint64_t *bar, uint32_t parity) {
   if (mbarrier_try_wait_parity(bar, parity)) return;
   uint64_t start;
@@ -68,8 +81,15 @@ GGEMM_DEVICE void mbarrier_wait_parity(uint64_t *bar, uint32_t parity) {
   while (!mbarrier_try_wait_parity(bar, parity)) {
     uint64_t now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    // No printf here: a call inside the pipeline would serialise wgmma.
-    if (now - start > GGEMM_WAIT_TIMEOUT_NS) asm volatile("trap;");
+    // No printf here: a call inside the pipeline would serialise wgmma (the
+    // trap's call did not in token_major_gemm.cuh: a callee of no registers).
+    if (now - start > GGEMM_WAIT_TIMEOUT_NS) {
+      if constexpr (kTrapCall) {
+        mbarrier_wait_timed_out();
+      } else {
+        asm volatile("trap;");
+      }
+    }
   }
 }
 

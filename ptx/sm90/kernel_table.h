@@ -16,6 +16,7 @@
 #define GGEMM_SM90_DECODE_GEMV_KERNEL_NAME(EN, ON, TM, CTAS) ggemm_sm90_decode_gemv_##EN##_##ON##_kmajor_m##TM##_c##CTAS
 #define GGEMM_SM90_DECODE_GEMV_ROUTED_KERNEL_NAME(EN, ON, TM, CTAS) \
   ggemm_sm90_decode_gemv_routed_##EN##_##ON##_kmajor_m##TM##_c##CTAS
+#define GGEMM_SM90_TOKEN_MAJOR_KERNEL_NAME(EN, ON) ggemm_sm90_token_major_##EN##_##ON##_kmajor_m128
 
 // tile_m 16..128 for every output dtype; 256 only for 16-bit outputs (fp32
 // staging of 256 tokens x 128 features is 128 KB and the m256 fp32 epilogue
@@ -113,6 +114,16 @@
 #define GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS_FP16(Y) GGEMM_SM90_DECODE_GEMV_FOR_TILE_M(Y, __half, fp16, __half, fp16)
 #define GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS(Y) \
   GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS_BF16(Y) GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS_FP16(Y)
+
+// The token-major ping-pong kernels (token_major_gemm.cuh): K-major
+// weights, 16-bit outputs, tiles of 128 tokens x 192 features.
+// T(elem, elem_name, out, out_name)
+#define GGEMM_SM90_TOKEN_MAJOR_FOR_OUT(T, E, EN) \
+  T(E, EN, __nv_bfloat16, bf16)                 \
+  T(E, EN, __half, fp16)
+#define GGEMM_SM90_TOKEN_MAJOR_KERNELS_BF16(T) GGEMM_SM90_TOKEN_MAJOR_FOR_OUT(T, __nv_bfloat16, bf16)
+#define GGEMM_SM90_TOKEN_MAJOR_KERNELS_FP16(T) GGEMM_SM90_TOKEN_MAJOR_FOR_OUT(T, __half, fp16)
+#define GGEMM_SM90_TOKEN_MAJOR_KERNELS(T) GGEMM_SM90_TOKEN_MAJOR_KERNELS_BF16(T) GGEMM_SM90_TOKEN_MAJOR_KERNELS_FP16(T)
 
 // Whether a tile_m offers GGEMM_EPILOGUE_ACCUMULATE (256 has no registers left for it).
 #define GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(tile_m) ((tile_m) < 256)

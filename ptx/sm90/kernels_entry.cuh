@@ -6,6 +6,7 @@
 #include "grouped_gemm.cuh"
 #include "kernel_table.h"
 #include "short_k_gemm.cuh"
+#include "token_major_gemm.cuh"
 
 #define GGEMM_SM90_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                            \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                    \
@@ -47,4 +48,11 @@
       GGEMM_SM90_DECODE_GEMV_ROUTED_KERNEL_NAME(EN, ON, TM, CTAS)(                                           \
           const __grid_constant__ ggemm::Sm90GroupedParams p) {                                              \
     ggemm::sm90::DecodeGemvSm90<E, O, TM, true>::run(p);                                                      \
+  }
+
+// Token-major ping-pong kernels.
+#define GGEMM_SM90_DEFINE_TOKEN_MAJOR_KERNEL(E, EN, O, ON)                                                  \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::TokenMajorShape::kThreads, 1)                   \
+      GGEMM_SM90_TOKEN_MAJOR_KERNEL_NAME(EN, ON)(const __grid_constant__ ggemm::Sm90GroupedParams p) {      \
+    ggemm::sm90::TokenMajorGemmSm90<E, O>::run(p);                                                          \
   }

@@ -56,6 +56,10 @@ struct WgmmaM64K16 {
     GGEMM_ARCH_TRAP("wgmma");
   }
 };
+template <int N, typename Elem, int TransA>
+struct WgmmaM64K16Overwrite {
+  GGEMM_DEVICE static void run(float (&)[N / 2], uint64_t, uint64_t) { GGEMM_ARCH_TRAP("wgmma"); }
+};
 #endif
 
 }  // namespace ggemm::sm90
