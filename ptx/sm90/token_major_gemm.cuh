@@ -30,9 +30,9 @@
 //   warpgroup 0   40 registers. Warp 0, one thread: TMA loads of each
 //                 tile's tokens (box 128 x 64) and weights (192 x 64, fewer
 //                 rows where N < 192) into a ring of 4 stages. Warp 1: the
-//                 tile walk (GroupedTileScheduler, tiles of 128 tokens x 192
-//                 features), handed to the others through shared memory
-//                 (ptx/blocks/tile_handoff.h).
+//                 persistent kernel's tile walker (TileWalkerSm90, tiles of
+//                 128 tokens x 192 features), handing each tile to the others
+//                 through shared memory (ptx/blocks/tile_handoff.h).
 //   warpgroups 1, 2  232 registers: the consumers of the CTA's even and odd
 //                 tiles. Epilogue: 64-feature chunks by stmatrix into a
 //                 128B-swizzled staging tile, then one TMA store where the
@@ -47,6 +47,7 @@
 #include <cuda_fp16.h>
 
 #include "params.h"
+#include "producer.cuh"
 #include "token_major_layout.h"
 #include "../blocks/out_convert.h"
 #include "../blocks/pipeline.h"
@@ -134,20 +135,14 @@ struct TokenMajorGemmSm90 {
     }
   }
 
-  // Warp 1: the lanes walk together, lane 0 publishes.
-  GGEMM_DEVICE static void walk(const Sm90GroupedParams &p) {
-#if defined(__CUDA_ARCH__)  // next_warp: device only
-    GroupedTileScheduler sched(grouped_problem(p), S::kTileTokens, S::kTileFeatures);
-    TileHandoff handoff;
-    GroupedTile tile;
-    const bool publisher = threadIdx.x % 32 == 0;
-    for (uint64_t t = blockIdx.x; sched.next_warp(t, &tile); t += gridDim.x) {
-      if (publisher) handoff.publish(handoff_region(), tile, uint32_t(t));
-      __syncwarp();
-    }
-    if (publisher) handoff.finish(handoff_region());
-#endif
-  }
+  // The persistent kernel's tile walker (producer.cuh) over this kernel's
+  // tiles: what TileWalkerSm90 reads of a kernel's configuration.
+  struct WalkConfig {
+    static constexpr int kTileM = S::kTileTokens;
+    static constexpr int kClusterM = 1;
+    GGEMM_DEVICE static uint32_t walk_tile_n(const Sm90GroupedParams &) { return S::kTileFeatures; }
+  };
+  GGEMM_DEVICE static void walk(const Sm90GroupedParams &p) { TileWalkerSm90<WalkConfig>::run(p, handoff_region()); }
 
   // One thread of warp 0.
   GGEMM_DEVICE static void produce(const Sm90GroupedParams &p, uint8_t *smem, uint64_t *full, uint64_t *empty) {
