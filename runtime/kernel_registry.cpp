@@ -37,6 +37,9 @@ constexpr bool kKMajor_kmajor = true, kKMajor_mnmajor = false;
 #define GGEMM_SM90_TOKEN_MAJOR_ENTRY(E, EN, O, ON)                                                     \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_TOKEN_MAJOR_KERNEL_NAME(EN, ON)), Arch::kSm90a,                   \
               KernelFamily::kTokenMajor, kDtype_##EN, kDtype_##ON, true, 128, 1},
+#define GGEMM_SM90_TOKEN_MAJOR_SWIGLU_ENTRY(E, EN, O, ON)                                                 \
+  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_TOKEN_MAJOR_SWIGLU_KERNEL_NAME(EN, ON)), Arch::kSm90a,            \
+              KernelFamily::kTokenMajorSwiglu, kDtype_##EN, kDtype_##ON, true, 128, 1},
 #define GGEMM_SM100_DECODE_GEMV_ENTRY(E, EN, O, ON, TM, CTAS)                                      \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM100_DECODE_GEMV_KERNEL_NAME(EN, ON, TM, CTAS)), Arch::kSm100a,  \
               KernelFamily::kDecodeGemv, kDtype_##EN, kDtype_##ON, true, TM, CTAS},
@@ -52,6 +55,7 @@ constexpr KernelEntry kEntries[] = {
     GGEMM_SM90_DECODE_GEMV_KERNELS(GGEMM_SM90_DECODE_GEMV_ENTRY)  //
     GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS(GGEMM_SM90_DECODE_GEMV_ROUTED_ENTRY)  //
     GGEMM_SM90_TOKEN_MAJOR_KERNELS(GGEMM_SM90_TOKEN_MAJOR_ENTRY)  //
+    GGEMM_SM90_TOKEN_MAJOR_KERNELS(GGEMM_SM90_TOKEN_MAJOR_SWIGLU_ENTRY)  //
     GGEMM_SM100_KERNELS(GGEMM_SM100_ENTRY)                        //
     GGEMM_SM90_DECODE_GEMV_KERNELS(GGEMM_SM100_DECODE_GEMV_ENTRY)  //
 };

@@ -19,6 +19,7 @@ enum class KernelFamily : uint8_t {
   kDecodeGemv,   // groups of a few rows, weights streamed by plain loads (ptx/sm90/decode_gemv.cuh; both archs)
   kDecodeGemvRouted,  // sm_90a: the same, routing the MoE layer's slots in its prologue (GroupedLaunch::route)
   kTokenMajor,   // sm_90a: prefill, tokens on the MMA's M side, ping-pong consumers (ptx/sm90/token_major_gemm.cuh)
+  kTokenMajorSwiglu,  // sm_90a: the same with its epilogue fixed to SwiGLU
 };
 
 struct KernelEntry {

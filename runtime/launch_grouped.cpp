@@ -127,7 +127,7 @@ Status encode_sm90_maps(const Driver &drv, const GroupedLaunch &a, const KernelP
     GGEMM_RETURN_IF_ERROR(encode_tensor_map(
         drv,
         {kViewNames[v], view.base, tma_dtype(s.c_dtype), out_bytes, 2, {uint64_t(view.width), uint64_t(view.rows), 0},
-         {128 / out_bytes, k.out_box_tokens, 0}, CU_TENSOR_MAP_SWIZZLE_128B, uint64_t(view.ld)},
+         {k.out_box_bytes / out_bytes, k.out_box_tokens, 0}, tma_swizzle_for_bytes(k.out_box_bytes), uint64_t(view.ld)},
         &p->tmap_out[v]));
   }
   return OkStatus();
@@ -208,10 +208,11 @@ void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, con
                   "tile %ux%ux%u stages %u (%u K slice%s each) swizzle %uB staging x%u consumers %u", k.tile_m,
                   k.tile_n, k.swizzle_bytes / 2, k.stages, k.k_slices, k.k_slices > 1 ? "s" : "", k.swizzle_bytes,
                   k.staging_buffers, k.consumer_warpgroups);
-  } else if (k.family() == KernelFamily::kTokenMajor) {
+  } else if (k.token_major()) {
     std::snprintf(config, sizeof config,
-                  "tile %u tokens x %u features x %u a consumer warpgroup, stages %u, token-major ping-pong", k.tile_m,
-                  k.tile_n, k.swizzle_bytes / 2, k.stages);
+                  "tile %u tokens x %u features x %u a consumer warpgroup, stages %u, token-major ping-pong%s", k.tile_m,
+                  k.tile_n, k.swizzle_bytes / 2, k.stages,
+                  k.family() == KernelFamily::kTokenMajorSwiglu ? ", SwiGLU" : "");
   } else if (k.family() == KernelFamily::kDecodeGemv) {
     std::snprintf(config, sizeof config, "tile %ux%u, decode GEMV (weight rows by 16-byte loads), up to %u CTAs an SM",
                   k.tile_m, k.tile_n, k.ctas_per_sm);

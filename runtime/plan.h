@@ -102,6 +102,7 @@ struct KernelPlan {
   uint32_t threads = 0;
   uint32_t smem_bytes = 0;      // dynamic shared memory
   uint32_t out_box_tokens = 0;  // rows of the output views' TMA box
+  uint32_t out_box_bytes = 128;  // sm_90a: its row (and swizzle) bytes; 64 for the token-major SwiGLU chunks
   uint32_t ctas_per_sm = 1;     // short-K kernels: CTAs one SM holds at once
   int64_t max_clusters = 0;     // the grid's clusters before the occupancy cap (launch_grouped)
 
@@ -109,9 +110,12 @@ struct KernelPlan {
   bool persistent() const {
     return kernel->family == KernelFamily::kPersistent || kernel->family == KernelFamily::kPersistentSwiglu;
   }
+  bool token_major() const {
+    return kernel->family == KernelFamily::kTokenMajor || kernel->family == KernelFamily::kTokenMajorSwiglu;
+  }
   // The kernels fed by TMA through the operand tensor maps and storing
-  // through the output views' maps: the persistent ones and the token-major one.
-  bool tma_pipeline() const { return persistent() || kernel->family == KernelFamily::kTokenMajor; }
+  // through the output views' maps: the persistent ones and the token-major ones.
+  bool tma_pipeline() const { return persistent() || token_major(); }
 };
 
 // The plans. `config` has passed api/src/validate_config.cpp's checks; a

@@ -9,8 +9,8 @@
 //      decode), no output splits or planes;
 //   4. the token-major ping-pong kernel (ptx/sm90/token_major_gemm.cuh):
 //      prefill calls (groups of kTokenMajorMinRows rows or more) with
-//      K-major weights, 16-bit outputs of one segment and the store or
-//      row-scale epilogue, no gather, no planes, no config;
+//      K-major weights, 16-bit outputs of one segment and the store,
+//      row-scale or SwiGLU epilogue, no gather, no planes, no config;
 //   5. the persistent warp-specialised kernel: everything else, its token
 //      tile from the shared rules (plan_common.cpp), then its pipeline sized
 //      to the shared memory.
@@ -128,35 +128,43 @@ bool token_major_filter(const DeviceProps &props, const GroupedShape &shape, con
                         TokenMajor request) {
   if (request == TokenMajor::kNever || config) return false;  // a config describes the persistent kernel
   if (!shape.transpose_b || shape.gather || shape.a_planes || shape.split0 != 0 || shape.split1 != 0) return false;
-  if (shape.epilogue != GGEMM_EPILOGUE_STORE && shape.epilogue != GGEMM_EPILOGUE_ROW_SCALE) return false;
+  const bool swiglu = shape.epilogue == GGEMM_EPILOGUE_SWIGLU;
+  if (shape.epilogue != GGEMM_EPILOGUE_STORE && shape.epilogue != GGEMM_EPILOGUE_ROW_SCALE && !swiglu) return false;
   if (dtype_bytes(shape.c_dtype) != 2) return false;
   // Its static shared memory (barriers, the tile handoff) beside the dynamic.
-  if (uint32_t(props.smem_optin) < sm90::TokenMajorShape::kSmemBytes + 1024) return false;
+  if (uint32_t(props.smem_optin) < sm90::TokenMajorShape::smem_bytes(swiglu) + 1024) return false;
   if (request == TokenMajor::kWherePossible) return true;
-  // A tile computes 192 features whatever N is: narrower calls stay on the
-  // persistent kernel's 128 (or 64) (measured only at N >= 768).
+  // A tile computes 192 features (SwiGLU: weight rows) whatever N is:
+  // narrower calls stay on the persistent kernel's 128 (or 64) (measured
+  // only at N >= 768).
   if (shape.n < int64_t(sm90::TokenMajorShape::kTileFeatures)) return false;
   return typical_rows(shape, max_rows_bound(shape)) >= kTokenMajorMinRows;
 }
 
 StatusOr<KernelPlan> plan_token_major(const DeviceProps &props, const GroupedShape &shape) {
   using S = sm90::TokenMajorShape;
+  const bool swiglu = shape.epilogue == GGEMM_EPILOGUE_SWIGLU;
   KernelPlan p;
-  p.kernel = find_kernel(Arch::kSm90a, KernelFamily::kTokenMajor, shape.a_dtype, shape.c_dtype, true, S::kTileTokens, 1);
+  p.kernel = find_kernel(Arch::kSm90a, swiglu ? KernelFamily::kTokenMajorSwiglu : KernelFamily::kTokenMajor,
+                         shape.a_dtype, shape.c_dtype, true, S::kTileTokens, 1);
   if (!p.kernel)
-    return error(GGEMM_STATUS_INTERNAL_ERROR, "no sm_90a token-major kernel for %s -> %s", dtype_name(shape.a_dtype),
-                 dtype_name(shape.c_dtype));
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "no sm_90a token-major%s kernel for %s -> %s", swiglu ? " SwiGLU" : "",
+                 dtype_name(shape.a_dtype), dtype_name(shape.c_dtype));
   p.tile_m = S::kTileTokens;
   p.tile_n = S::kTileFeatures;
   p.swizzle_bytes = 128;
   p.stages = S::kStages;
   p.staging_buffers = 1;
   p.k_slices = 1;
-  p.weights_box_rows = kmajor_box_rows(true, 1, shape.n, S::kTileFeatures);
+  // SwiGLU's box is always 12 whole octet pairs (zeros past I; the 5-D
+  // weight view, runtime/launch_grouped.cpp).
+  p.weights_box_rows = swiglu ? S::kTileFeatures : kmajor_box_rows(true, 1, shape.n, S::kTileFeatures);
   p.narrow_token_boxes = false;
   p.threads = S::kThreads;
-  p.smem_bytes = S::kSmemBytes;
+  p.smem_bytes = S::smem_bytes(swiglu);
   p.out_box_tokens = S::kTileTokens;
+  // SwiGLU stores its 96 output features as three 32-feature chunks.
+  p.out_box_bytes = swiglu ? S::kSwigluChunkFeatures * 2 : 128;
   p.max_clusters = max_clusters(p, shape, props);
   return p;
 }

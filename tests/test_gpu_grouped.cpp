@@ -360,6 +360,41 @@ std::vector<Case> cases() {
     c.group_ends = true;
     add(c);
   }
+  // The token-major SwiGLU kernel (N = 2I, 96 output features a tile as
+  // three 32-feature chunks): I past its tiles by 40 features (a partial
+  // chunk and a chunk wholly past I) and by 8 (one octet), ragged groups
+  // with partial token tiles, inactive and empty groups, many tiles a CTA
+  // with the ring wrapping mid-tile (K 136), fp16 and mixed dtypes, group
+  // ends.
+  {
+    Case c{"token_major_swiglu_ragged_i1000_bf16"};
+    c.rows = {129, 300, 0, 1000, 127, 256};
+    c.experts = {0, 1, 2, -1, 3, 1};
+    c.n = 2000;
+    c.k = 200;
+    c.epilogue = GGEMM_EPILOGUE_SWIGLU;
+    add(c);
+  }
+  {
+    Case c{"token_major_swiglu_many_tiles_i776_fp16"};
+    c.rows = {1500, 700, 2100, 900, 1300};
+    c.experts = {0, -1, 1, 2, 3};
+    c.n = 1552;
+    c.k = 136;
+    c.in = c.out = GGEMM_DTYPE_FP16;
+    c.epilogue = GGEMM_EPILOGUE_SWIGLU;
+    add(c);
+  }
+  {
+    Case c{"token_major_swiglu_group_ends_bf16_fp16"};
+    c.rows = {400, 129, 513};
+    c.n = 384;
+    c.k = 2048;
+    c.out = GGEMM_DTYPE_FP16;
+    c.epilogue = GGEMM_EPILOGUE_SWIGLU;
+    c.group_ends = true;
+    add(c);
+  }
   {
     Case c{"active_count_below_groups"};
     c.rows = {50, 60, 70, 80};
@@ -818,8 +853,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GroupedMatmulGpu, ::testing::ValuesIn(cases()),
 TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
   Rng rng(fresh_seed());
   const std::vector<Case> all = cases();
-  // 24 from the group-ends list, and token_major_group_ends_fp16.
-  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 25)
+  // 24 from the group-ends list, token_major_group_ends_fp16 and
+  // token_major_swiglu_group_ends_bf16_fp16.
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const Case &c) { return c.group_ends; }), 26)
       << "a case the group-ends list names is gone";
   for (const Case &c : all) {
     SCOPED_TRACE(c.name);

@@ -1366,7 +1366,8 @@ TEST(TokenMajor, PrefillStoreAndRowScaleCallsTakeIt) {
     EXPECT_EQ(plan->out_box_tokens, 128u);
     EXPECT_EQ(plan->stages, 4u);
     EXPECT_EQ(plan->threads, 384u);
-    EXPECT_EQ(plan->smem_bytes, sm90::TokenMajorShape::kSmemBytes);
+    EXPECT_EQ(plan->out_box_bytes, 128u);
+    EXPECT_EQ(plan->smem_bytes, sm90::TokenMajorShape::smem_bytes(false));
     EXPECT_LE(plan->smem_bytes + 1024, uint32_t(h200().smem_optin));
     EXPECT_TRUE(plan->tma_pipeline());
     EXPECT_FALSE(plan->persistent());
@@ -1391,6 +1392,52 @@ TEST(TokenMajor, PrefillStoreAndRowScaleCallsTakeIt) {
   EXPECT_EQ(plan->family(), KernelFamily::kTokenMajor);
 }
 
+// The MoE layer's gate_up at prefill: 2I weight rows (gate | up), I outputs.
+TEST(TokenMajor, PrefillSwigluCallsTakeItsSwigluKernel) {
+  CallShape s = qwen3_gate_up_prefill();
+  s.epilogue = GGEMM_EPILOGUE_SWIGLU;
+  StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->family(), KernelFamily::kTokenMajorSwiglu);
+  EXPECT_STREQ(plan->kernel->name, "ggemm_sm90_token_major_bf16_bf16_kmajor_m128_swiglu");
+  EXPECT_EQ(plan->tile_m, 128u);
+  EXPECT_EQ(plan->tile_n, 192u);  // weight rows: 96 output features
+  // 12 whole octet pairs whatever N is; the output box is a 32-feature chunk.
+  EXPECT_EQ(plan->weights_box_rows, 192u);
+  EXPECT_EQ(plan->out_box_tokens, 128u);
+  EXPECT_EQ(plan->out_box_bytes, 64u);
+  EXPECT_EQ(plan->smem_bytes, sm90::TokenMajorShape::smem_bytes(true));
+  EXPECT_GT(sm90::TokenMajorShape::smem_bytes(true), sm90::TokenMajorShape::smem_bytes(false));
+  EXPECT_LE(plan->smem_bytes + 1024, uint32_t(h200().smem_optin));
+  EXPECT_TRUE(plan->tma_pipeline());
+  EXPECT_TRUE(plan->token_major());
+  EXPECT_FALSE(plan->persistent());
+  // Below 2I = 192 the persistent SwiGLU kernels; forced, 12 octet pairs
+  // still (zeros past I).
+  s.n = 160;
+  plan = plan_sm90(h200(), s, nullptr, request_of(s));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->family(), KernelFamily::kTokenMajorSwiglu);
+  s.token_major_request = 1;
+  plan = plan_sm90(h200(), s, nullptr, request_of(s));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->family(), KernelFamily::kTokenMajorSwiglu);
+  EXPECT_EQ(plan->weights_box_rows, 192u);
+  // Groups of 64 rows, gather on load, the request never: not this kernel.
+  s = qwen3_gate_up_prefill(), s.epilogue = GGEMM_EPILOGUE_SWIGLU, s.m = 128 * 64;
+  plan = plan_sm90(h200(), s, nullptr, request_of(s));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->family(), KernelFamily::kTokenMajorSwiglu);
+  s = qwen3_gate_up_prefill(), s.epilogue = GGEMM_EPILOGUE_SWIGLU, s.gather = true;
+  plan = plan_sm90(h200(), s, nullptr, request_of(s));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->persistent());
+  s = qwen3_gate_up_prefill(), s.epilogue = GGEMM_EPILOGUE_SWIGLU, s.token_major_request = -1;
+  plan = plan_sm90(h200(), s, nullptr, request_of(s));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->family(), KernelFamily::kPersistentSwiglu);
+}
+
 TEST(TokenMajor, TheRestStaysOnTheOtherKernels) {
   const auto family = [](const CallShape &s) {
     StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
@@ -1398,9 +1445,7 @@ TEST(TokenMajor, TheRestStaysOnTheOtherKernels) {
     return plan.ok() ? plan->family() : KernelFamily::kPersistent;
   };
   CallShape s = qwen3_gate_up_prefill();
-  s.epilogue = GGEMM_EPILOGUE_SWIGLU;
-  EXPECT_EQ(family(s), KernelFamily::kPersistentSwiglu);
-  s = qwen3_gate_up_prefill(), s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
+  s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
   EXPECT_EQ(family(s), KernelFamily::kPersistent);
   s = qwen3_gate_up_prefill(), s.c_dtype = GGEMM_DTYPE_FP32;
   EXPECT_EQ(family(s), KernelFamily::kPersistent);
@@ -1436,20 +1481,22 @@ TEST(TokenMajor, TheRestStaysOnTheOtherKernels) {
 TEST(TokenMajor, EveryKernelIsReachable) {
   std::set<std::string> table, reached;
   for (const KernelEntry &e : kernel_table())
-    if (e.family == KernelFamily::kTokenMajor) table.insert(e.name);
-  for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
-    for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16}) {
-      CallShape s = qwen3_gate_up_prefill();
-      s.a_dtype = a, s.c_dtype = c;
-      StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
-      ASSERT_TRUE(plan.ok());
-      ASSERT_EQ(plan->family(), KernelFamily::kTokenMajor);
-      EXPECT_EQ(plan->kernel->in, a);
-      EXPECT_EQ(plan->kernel->out, c);
-      reached.insert(plan->kernel->name);
-    }
+    if (e.family == KernelFamily::kTokenMajor || e.family == KernelFamily::kTokenMajorSwiglu) table.insert(e.name);
+  for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_SWIGLU})
+    for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
+      for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16}) {
+        CallShape s = qwen3_gate_up_prefill();
+        s.a_dtype = a, s.c_dtype = c, s.epilogue = e;
+        StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
+        ASSERT_TRUE(plan.ok());
+        ASSERT_EQ(plan->family(),
+                  e == GGEMM_EPILOGUE_SWIGLU ? KernelFamily::kTokenMajorSwiglu : KernelFamily::kTokenMajor);
+        EXPECT_EQ(plan->kernel->in, a);
+        EXPECT_EQ(plan->kernel->out, c);
+        reached.insert(plan->kernel->name);
+      }
   EXPECT_EQ(reached, table);
-  EXPECT_EQ(table.size(), 4u);
+  EXPECT_EQ(table.size(), 8u);
 }
 
 TEST(DecodeGemv, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
@@ -2409,10 +2456,11 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
                          : sm90_persistent        ? "ggemm_sm90_grouped_"
                          : gemv                   ? "ggemm_sm90_decode_gemv_"
                          : e.family == KernelFamily::kDecodeGemvRouted ? "ggemm_sm90_decode_gemv_routed_"
-                         : e.family == KernelFamily::kTokenMajor       ? "ggemm_sm90_token_major_"
-                                                                       : "ggemm_sm90_short_k_";
-    EXPECT_EQ(e.family == KernelFamily::kPersistentSwiglu, name.size() > 7 && name.substr(name.size() - 7) == "_swiglu")
-        << name;
+                         : e.family == KernelFamily::kTokenMajor || e.family == KernelFamily::kTokenMajorSwiglu
+                             ? "ggemm_sm90_token_major_"
+                             : "ggemm_sm90_short_k_";
+    const bool swiglu_family = e.family == KernelFamily::kPersistentSwiglu || e.family == KernelFamily::kTokenMajorSwiglu;
+    EXPECT_EQ(swiglu_family, name.size() > 7 && name.substr(name.size() - 7) == "_swiglu") << name;
     EXPECT_EQ(name.rfind(prefix, 0), 0u) << name;
     EXPECT_EQ(e.family == KernelFamily::kShortKSplit, name.size() > 7 && name.substr(name.size() - 7) == "_split8")
         << name;
@@ -2433,6 +2481,7 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kDecodeGemvRouted}]), 8);
   // Token-major: 2 operand x 2 16-bit output dtypes.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kTokenMajor}]), 4);
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kTokenMajorSwiglu}]), 4);
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kPersistent}]), 108);
 }
 

@@ -17,6 +17,7 @@
 #define GGEMM_SM90_DECODE_GEMV_ROUTED_KERNEL_NAME(EN, ON, TM, CTAS) \
   ggemm_sm90_decode_gemv_routed_##EN##_##ON##_kmajor_m##TM##_c##CTAS
 #define GGEMM_SM90_TOKEN_MAJOR_KERNEL_NAME(EN, ON) ggemm_sm90_token_major_##EN##_##ON##_kmajor_m128
+#define GGEMM_SM90_TOKEN_MAJOR_SWIGLU_KERNEL_NAME(EN, ON) ggemm_sm90_token_major_##EN##_##ON##_kmajor_m128_swiglu
 
 // tile_m 16..128 for every output dtype; 256 only for 16-bit outputs (fp32
 // staging of 256 tokens x 128 features is 128 KB and the m256 fp32 epilogue
@@ -116,7 +117,8 @@
   GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS_BF16(Y) GGEMM_SM90_DECODE_GEMV_ROUTED_KERNELS_FP16(Y)
 
 // The token-major ping-pong kernels (token_major_gemm.cuh): K-major
-// weights, 16-bit outputs, tiles of 128 tokens x 192 features.
+// weights, 16-bit outputs, tiles of 128 tokens x 192 features; the same
+// list makes the store / row-scale kernels and the SwiGLU ones.
 // T(elem, elem_name, out, out_name)
 #define GGEMM_SM90_TOKEN_MAJOR_FOR_OUT(T, E, EN) \
   T(E, EN, __nv_bfloat16, bf16)                 \

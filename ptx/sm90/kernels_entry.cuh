@@ -54,5 +54,10 @@
 #define GGEMM_SM90_DEFINE_TOKEN_MAJOR_KERNEL(E, EN, O, ON)                                                  \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::TokenMajorShape::kThreads, 1)                   \
       GGEMM_SM90_TOKEN_MAJOR_KERNEL_NAME(EN, ON)(const __grid_constant__ ggemm::Sm90GroupedParams p) {      \
-    ggemm::sm90::TokenMajorGemmSm90<E, O>::run(p);                                                          \
+    ggemm::sm90::TokenMajorGemmSm90<E, O, false>::run(p);                                                   \
+  }
+#define GGEMM_SM90_DEFINE_TOKEN_MAJOR_SWIGLU_KERNEL(E, EN, O, ON)                                           \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::TokenMajorShape::kThreads, 1)                   \
+      GGEMM_SM90_TOKEN_MAJOR_SWIGLU_KERNEL_NAME(EN, ON)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
+    ggemm::sm90::TokenMajorGemmSm90<E, O, true>::run(p);                                                    \
   }

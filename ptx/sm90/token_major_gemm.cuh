@@ -1,5 +1,6 @@
 // The sm_90a token-major ping-pong grouped GEMM: prefill calls with the
-// store and row-scale epilogues (runtime/plan_sm90.cpp, token_major_filter).
+// store, row-scale and SwiGLU epilogues (runtime/plan_sm90.cpp,
+// token_major_filter).
 //
 // Tokens are the wgmma's M side and the weights its N side (the persistent
 // kernel, grouped_gemm.cuh, swaps them). Each consumer warpgroup owns whole
@@ -21,6 +22,13 @@
 // two rows of each 16-row warp slice, in each half), so the row-scale
 // epilogue loads 4 scales a tile.
 //
+// SwiGLU (its own kernels, Swiglu = true): the weights' 5-D view lands a
+// tile's 192 weight rows as 12 octet pairs (8 gate rows, then the 8 up rows
+// of the same features; kSwigluOctet), so accumulator octet 2q holds a
+// thread's gate values and octet 2q + 1 the up values of the same two
+// features: each thread computes silu(gate) * up of its own accumulators,
+// 96 output features a tile.
+//
 // The consumers' mbarrier waits trap through a call (kTrapCall,
 // ptx/instr/mbarrier.h): with the trap inlined, nvcc 13.0's ptxas
 // allocated nothing above ~R218 in their setmaxnreg region, spilled ~1.2
@@ -35,11 +43,13 @@
 //                 through shared memory (ptx/blocks/tile_handoff.h).
 //   warpgroups 1, 2  232 registers: the consumers of the CTA's even and odd
 //                 tiles. Epilogue: 64-feature chunks by stmatrix into a
-//                 128B-swizzled staging tile, then one TMA store where the
-//                 tile's 128 rows are the group's, else masked 16-byte stores.
+//                 128B-swizzled staging tile (SwiGLU: the whole 96-feature
+//                 tile as three 64B-swizzled chunks of 32), then TMA stores
+//                 where the tile's 128 rows are the group's, else masked
+//                 16-byte stores.
 //
 // Scope: K-major 16-bit weights [E, N, K] and tokens [M, K], 16-bit outputs
-// of one segment, the store and row-scale epilogues; no gather, no planes,
+// of one segment, the store, row-scale and SwiGLU epilogues; no gather, no planes,
 // no cluster (the runtime plans the persistent kernel for the rest).
 #pragma once
 #include <cuda.h>
@@ -52,6 +62,7 @@
 #include "../blocks/out_convert.h"
 #include "../blocks/pipeline.h"
 #include "../blocks/routing_check.h"
+#include "../blocks/swiglu.h"
 #include "../blocks/tile_handoff.h"
 #include "../blocks/tile_scheduler.h"
 #include "../instr/barrier.h"
@@ -69,10 +80,11 @@
 namespace ggemm::sm90 {
 
 #if defined(__CUDACC__)
-template <typename Elem, typename Out>
+template <typename Elem, typename Out, bool Swiglu>
 struct TokenMajorGemmSm90 {
   using S = TokenMajorShape;
   static_assert(sizeof(Elem) == 2 && sizeof(Out) == 2, "16-bit operands and outputs");
+  static constexpr uint32_t kStagingBytes = S::staging_bytes(Swiglu);
 
   GGEMM_DEVICE static uint8_t *handoff_region() {
     __shared__ alignas(16) uint8_t region[kTileHandoffBytes];
@@ -165,8 +177,15 @@ struct TokenMajorGemmSm90 {
         const int32_t k0 = int32_t(ki * S::kTileK);
         // Past M and K the boxes are zero-filled (their bytes still counted).
         ptx::tma_load_2d(stage, &p.tmap_tokens, &full[pipe.stage], k0, int32_t(tile.row0));
-        ptx::tma_load_3d(stage + S::kTokensBytes, &p.tmap_weights, &full[pipe.stage], k0, int32_t(tile.col0),
-                         tile.expert);
+        if constexpr (Swiglu) {
+          // {K, 8 rows, gate | up, feature octet, expert}: 12 octet pairs,
+          // zeros past I (runtime/launch_grouped.cpp, encode_swiglu_weights).
+          ptx::tma_load_5d(stage + S::kTokensBytes, &p.tmap_weights, &full[pipe.stage], k0, 0, 0,
+                           int32_t(tile.col0 / (2 * kSwigluOctet)), tile.expert);
+        } else {
+          ptx::tma_load_3d(stage + S::kTokensBytes, &p.tmap_weights, &full[pipe.stage], k0, int32_t(tile.col0),
+                           tile.expert);
+        }
         pipe.advance(S::kStages);
       }
     }
@@ -198,7 +217,12 @@ struct TokenMajorGemmSm90 {
       if (turn > 0) ptx::bar_sync(S::kOrderBarrier + cw, 256);
       if (active) {
         mainloop(smem, full, empty, k_iters(p), pipe, lo, hi, cw, tid);
-        epilogue(p, slot.tile, tid, cw, smem + S::kStagingOffset + cw * S::kStagingBytes, lo, hi);
+        uint8_t *staging = smem + S::kStagingOffset + cw * kStagingBytes;
+        if constexpr (Swiglu) {
+          swiglu_epilogue(p, slot.tile, tid, cw, staging, lo, hi);
+        } else {
+          epilogue(p, slot.tile, tid, cw, staging, lo, hi);
+        }
       } else {
         ptx::bar_arrive(S::kOrderBarrier + (cw ^ 1), 256);
         store_zeros(p, slot.tile, tid);
@@ -269,13 +293,15 @@ struct TokenMajorGemmSm90 {
     }
   }
 
-  // An inactive group's rows (expert -1 or out of range): zeros.
+  // An inactive group's rows (expert -1 or out of range): zeros. (SwiGLU:
+  // a tile's cols weight rows are cols / 2 output features, from col0 / 2.)
   GGEMM_DEVICE static void store_zeros(const Sm90GroupedParams &p, const GroupedTile &tile, uint32_t tid) {
     const OutputView &view = p.out[0];
-    const uint32_t units = tile.cols / 8;  // N and so cols are multiples of 8
+    const uint32_t col0 = Swiglu ? tile.col0 / 2 : tile.col0;
+    const uint32_t units = (Swiglu ? tile.cols / 2 : tile.cols) / 8;  // N (SwiGLU: I) a multiple of 8
     for (uint32_t u = tid; u < tile.rows * units; u += 128)
       ptx::st_global_v4(static_cast<Out *>(view.base) + size_t(tile.row0 + u / units) * view.ld +
-                            (tile.col0 - view.col_offset + (u % units) * 8),
+                            (col0 - view.col_offset + (u % units) * 8),
                         make_uint4(0, 0, 0, 0));
   }
 
@@ -337,6 +363,68 @@ struct TokenMajorGemmSm90 {
                 static_cast<Out *>(view.base) + size_t(tile.row0 + row) * view.ld + (col - view.col_offset + unit * 8),
                 v);
           }
+        }
+      }
+    }
+  }
+
+  // SwiGLU: output octet q of the tile (features col0 / 2 + 8q ..) is
+  // silu(accumulator octet 2q) * octet 2q + 1, times alpha each, rounded
+  // once. The whole 128 x 96 tile is staged at once, as three chunks of 32
+  // features whose 64-byte rows are 64B-swizzled (16-byte unit u of row r
+  // at r * 64 + (u ^ (r / 2 % 4)) * 16, the output map's box), then stored
+  // by three TMA stores (full tiles) or masked 16-byte stores.
+  GGEMM_DEVICE static void swiglu_epilogue(const Sm90GroupedParams &p, const GroupedTile &tile, uint32_t tid,
+                                           uint32_t cw, uint8_t *staging, const float (&lo)[S::kAccHalf],
+                                           const float (&hi)[S::kAccHalf]) {
+    uint32_t t;  // read again: see epilogue()
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    const uint32_t warp = (t / 32) % 4, lane = t % 32;
+    const uint32_t base = ptx::smem_addr(staging);
+    const uint32_t m = lane / 8;  // the stmatrix matrix whose row address this lane gives
+    const float alpha = p.alpha;
+    const auto act = [alpha](float gate, float up) { return swiglu(alpha * gate, alpha * up); };
+    if (tid == 0) ptx::tma_store_wait_group_read<0>();  // the last tile's stores have read the staging
+    ptx::bar_sync(S::kEpilogueBarrier + cw, 128);
+#pragma unroll
+    for (uint32_t h = 0; h < 2; ++h) {
+#pragma unroll
+      for (uint32_t q = 0; q < S::kSwigluOutFeatures / 8; q += 2) {
+        // Output octets q and q + 1: gate a[0..3], up a[4..7]; gate a[8..11], up a[12..15].
+        const float *a = (h == 0 ? lo : hi) + q * 8;
+        const uint32_t row = h * 64 + warp * 16 + (m & 1) * 8 + lane % 8;
+        const uint32_t unit = q + (m >> 1), chunk = unit / 4;
+        ptx::stmatrix_x4(base + chunk * S::kSwigluChunkBytes + row * 64 + (((unit % 4) ^ ((row / 2) % 4)) << 4),
+                         OutConvert<Out>::pack2(act(a[0], a[4]), act(a[1], a[5])),
+                         OutConvert<Out>::pack2(act(a[2], a[6]), act(a[3], a[7])),
+                         OutConvert<Out>::pack2(act(a[8], a[12]), act(a[9], a[13])),
+                         OutConvert<Out>::pack2(act(a[10], a[14]), act(a[11], a[15])));
+      }
+    }
+    ptx::fence_proxy_async_shared_cta();
+    ptx::bar_sync(S::kEpilogueBarrier + cw, 128);
+    const OutputView &view = p.out[0];
+    const uint32_t out_n = p.n / 2, col0 = tile.col0 / 2;
+    if (tile.rows == S::kTileTokens) {
+      if (tid == 0) {
+#pragma unroll
+        for (uint32_t c = 0; c < S::kSwigluChunks; ++c) {
+          const uint32_t col = col0 + c * S::kSwigluChunkFeatures;
+          if (col < out_n)  // (past I the map clips a chunk's columns)
+            ptx::tma_store_2d(&p.tmap_out[0], staging + c * S::kSwigluChunkBytes, int32_t(col - view.col_offset),
+                              int32_t(tile.row0));
+        }
+        ptx::tma_store_commit_group();
+      }
+    } else {
+      constexpr uint32_t kUnits = S::kSwigluOutFeatures / 8;  // 16-byte units of a row
+      for (uint32_t u = tid; u < tile.rows * kUnits; u += 128) {
+        const uint32_t row = u / kUnits, unit = u % kUnits, col = col0 + unit * 8;
+        if (col < out_n) {
+          const uint4 v = *reinterpret_cast<const uint4 *>(staging + (unit / 4) * S::kSwigluChunkBytes + row * 64 +
+                                                           (((unit % 4) ^ ((row / 2) % 4)) << 4));
+          ptx::st_global_v4(static_cast<Out *>(view.base) + size_t(tile.row0 + row) * view.ld + (col - view.col_offset),
+                            v);
         }
       }
     }
