@@ -18,8 +18,20 @@ left out), the C call alone (ctypes, the struct by address: the library's
 checks, plan, tensor maps and launch), and for comparison the general path
 that other array types take (TensorInfo descriptions, a ctypes struct built
 field by field, its C call).
+
+The MoE layer, at one token of a layer too small for the GPU to matter
+(8 experts, H 128, I 64, top-2; a decode step's call as an eager model
+makes it):
+  torch MoE layer                    the torch layer's glue around torch._grouped_mm
+                                     (routing metadata as a model builds it each step:
+                                     sort, bincount, cumsum, no host sync)
+  ggemm.torch.moe_ffn                the torch entry point (eager: no operator dispatch)
+  ggemm.moe_ffn                      the framework-neutral call (TensorInfo descriptions)
+  the C call (ggemm_moe_ffn)         the library alone on a built struct: checks, plans,
+                                     tensor maps, its launches
 """
 import argparse
+import ctypes
 import statistics
 import time
 
@@ -30,6 +42,7 @@ import ggemm.torch as gt
 from ggemm import _core, _torch_args
 
 E, ROWS, N, K = 8, 8, 128, 128
+MOE_E, MOE_H, MOE_I, MOE_K = 8, 128, 64, 2
 
 
 def per_call_us(fn, calls):
@@ -46,6 +59,65 @@ def per_call_us(fn, calls):
         torch.cuda.synchronize()
         times.append((t1 - t0) / calls * 1e6)
     return statistics.median(times)
+
+
+def torch_moe_layer(x, w_gate_up, w_down, ids, weights):
+    """The torch layer's glue at one decode step, routing metadata included
+    (no host sync: torch._grouped_mm takes the group ends on the device)."""
+    t, k = ids.shape
+    flat = ids.reshape(-1).long()
+    order = torch.argsort(flat, stable=True)
+    ends = torch.bincount(flat, minlength=w_gate_up.shape[0]).cumsum(0).to(torch.int32)
+    i = w_down.shape[2]
+    h = torch._grouped_mm(x.index_select(0, order // k), w_gate_up.transpose(-2, -1), offs=ends)
+    a = torch.nn.functional.silu(h[:, :i]) * h[:, i:]
+    y = torch._grouped_mm(a, w_down.transpose(-2, -1), offs=ends)
+    y = (y.float() * weights.reshape(-1)[order, None]).to(x.dtype)
+    out = torch.empty(t * k, x.shape[1], dtype=x.dtype, device=x.device).index_copy_(0, order, y)
+    return out.view(t, k, -1).sum(1)
+
+
+def moe_rows():
+    """The MoE layer's rows (the module docstring)."""
+    from ggemm import _capi, _moe
+
+    dev = "cuda"
+    x = torch.randn(1, MOE_H, device=dev, dtype=torch.bfloat16)
+    w_gate_up = torch.randn(MOE_E, 2 * MOE_I, MOE_H, device=dev, dtype=torch.bfloat16)
+    w_down = torch.randn(MOE_E, MOE_H, MOE_I, device=dev, dtype=torch.bfloat16)
+    ids = torch.tensor([[1, 5]], dtype=torch.int32, device=dev)
+    weights = torch.tensor([[0.75, 0.25]], dtype=torch.float32, device=dev)
+    operands = (x, w_gate_up, w_down, ids, weights)
+    stream = torch._C._cuda_getCurrentRawStream(0)
+    built = _moe._build_moe_ffn_args(*operands, stream=stream, allocate=_moe._allocator(x, stream))
+    keep = _moe.attach_workspace(built.args, _moe.backend_of(x), 0, stream)
+    fn = _capi.require_function(_capi.load_library(), "ggemm_moe_ffn")
+    handle = _core.default_handle(0).ptr
+    args_ref = ctypes.byref(built.args)
+    # The GPU's own time per call (20 calls in a CUDA graph): the host rows
+    # mean host time only where they are above it.
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            gt.moe_ffn(*operands)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            for _ in range(20):
+                gt.moe_ffn(*operands)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(50):
+        g.replay()
+    end.record()
+    torch.cuda.synchronize()
+    print(f"(ggemm.torch.moe_ffn on the GPU: {start.elapsed_time(end) * 1e3 / 1000:.1f} us a call, graph-replayed)")
+    return {
+        "torch MoE layer": lambda: torch_moe_layer(*operands),
+        "ggemm.torch.moe_ffn": lambda: gt.moe_ffn(*operands),
+        "ggemm.moe_ffn": lambda: ggemm.moe_ffn(*operands),
+        "  the C call (ggemm_moe_ffn)": lambda: (keep, fn(handle, args_ref, stream)),
+    }
 
 
 def main():
@@ -99,6 +171,7 @@ def main():
         "  _build_args": lambda: _core._build_args(*tensors, stream=stream),
         "  its C call (ctypes)": lambda: _core._launch("ggemm_grouped_matmul", built, stream, None),
     }
+    split.update(moe_rows())
     print(f"host time per call, median of 5 loops of {args.calls} calls "
           f"({torch.cuda.get_device_name()}, torch {torch.__version__})")
     results = {}
@@ -108,6 +181,8 @@ def main():
     anchor = results["torch._grouped_mm"]
     for name in ("ggemm.torch.grouped_mm", "torch.ops.ggemm.grouped_matmul", "ggemm.grouped_matmul"):
         print(f"{name} / torch._grouped_mm: {results[name] / anchor:.2f}")
+    for name in ("ggemm.torch.moe_ffn", "ggemm.moe_ffn"):
+        print(f"{name} / torch MoE layer: {results[name] / results['torch MoE layer']:.2f}")
 
 
 if __name__ == "__main__":

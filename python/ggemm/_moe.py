@@ -21,6 +21,7 @@ from ._core import (
     Handle,
     _describe_all,
     _need,
+    _torch_fast_path,
     check,
     fill_pointers,
     handle_for,
@@ -361,6 +362,12 @@ def moe_ffn(
     ids and weights. Raises ValueError / TypeError for tensors whose shapes,
     dtypes or devices do not fit, GgemmError for what the library refuses.
     """
+    fast = _torch_fast_path()
+    if fast is not None and workspace is None:
+        result = fast.moe_ffn(x, w_gate_up, w_down, topk_ids, topk_weights, out, first_expert, num_experts, stream,
+                              handle)
+        if result is not None:
+            return result
     s = resolve_stream(stream, (x, w_gate_up, w_down, topk_ids, topk_weights, out))
     built = _build_moe_ffn_args(x, w_gate_up, w_down, topk_ids, topk_weights, out, first_expert=first_expert,
                                 num_experts=num_experts, stream=s, allocate=_allocator(x, s))

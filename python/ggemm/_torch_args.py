@@ -1,8 +1,9 @@
-"""torch tensors straight into ggemm_grouped_matmul_args, and the call.
+"""torch tensors straight into ggemm_grouped_matmul_args (and
+ggemm_moe_ffn_args), and the call.
 
-The fast path of ggemm.grouped_matmul when its tensors are torch tensors, and
-the body of ggemm.torch's grouped_matmul and grouped_mm (imported only where
-torch already is). Per call, each tensor's attributes are read once, dtypes
+The fast path of ggemm.grouped_matmul and ggemm.moe_ffn when their tensors
+are torch tensors, and the body of ggemm.torch's grouped_matmul, grouped_mm
+and moe_ffn (imported only where torch already is). Per call, each tensor's attributes are read once, dtypes
 map through dicts keyed by torch's dtype objects, and the calling thread's
 own argument struct is packed in one call and passed by address: no
 TensorInfo objects, no struct built field by field, no stream or handle
@@ -27,8 +28,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from . import _capi, _core
-from ._capi import GroupedMatmulArgs
+from . import _capi, _core, _moe
+from ._capi import GroupedMatmulArgs, MoeFfnArgs
+from ._workspace import TorchBackend, workspaces
 
 _Tensor = torch.Tensor
 _INT32, _FLOAT32 = torch.int32, torch.float32
@@ -45,43 +47,49 @@ _NO_SPLITS = (0, 0)
 _SIZE = ctypes.sizeof(GroupedMatmulArgs)
 _PACK = _capi.struct_packer(GroupedMatmulArgs).pack_into
 _FUNCTION = "ggemm_grouped_matmul"
+_MOE_SIZE = ctypes.sizeof(MoeFfnArgs)
+_MOE_PACK = _capi.struct_packer(MoeFfnArgs).pack_into
+_MOE_FUNCTION = "ggemm_moe_ffn"
 
 
 class _ThreadArgs(threading.local):
-    """The calling thread's argument struct. The library reads it only during
-    the call, so one per thread serves every call the thread makes."""
+    """The calling thread's argument structs. The library reads one only
+    during the call, so one per thread serves every call the thread makes."""
 
     def __init__(self) -> None:
         self.args = GroupedMatmulArgs()
         self.address = ctypes.addressof(self.args)
+        self.moe_args = MoeFfnArgs()
+        self.moe_address = ctypes.addressof(self.moe_args)
 
 
 _mine = _ThreadArgs()
 
-# Per CUDA ordinal: the default handle's pointer and the library function it
-# calls (the handle lives as long as the process: _core.default_handle).
-_defaults: Dict[int, Tuple[int, Any]] = {}
+# Per (CUDA ordinal, function): the default handle's pointer and the library
+# function (the handle lives as long as the process: _core.default_handle).
+_defaults: Dict[Tuple[int, str], Tuple[int, Any]] = {}
 
 
-def _default_entry(device: int) -> Tuple[int, Any]:
-    entry = _defaults.get(device)
+def _default_entry(device: int, function: str = _FUNCTION) -> Tuple[int, Any]:
+    entry = _defaults.get((device, function))
     if entry is None:
         h = _core.default_handle(device)
-        entry = _defaults.setdefault(device, (h.ptr, _capi.raw_function(h._lib, _FUNCTION)))
+        entry = _defaults.setdefault((device, function), (h.ptr, _capi.raw_function(h._lib, function)))
     return entry
 
 
-def _call(address: int, device: int, stream: Any, handle: Optional[_core.Handle]) -> bool:
-    """Calls the library with the struct at `address` on `handle` (default:
-    the device's) and `stream` (default: PyTorch's current stream of the
-    device); raises GgemmError when it refuses the call. False, with nothing
-    called, for a handle of another device (the general path says why)."""
+def _call(address: int, device: int, stream: Any, handle: Optional[_core.Handle], function: str = _FUNCTION) -> bool:
+    """Calls the library's `function` with the struct at `address` on `handle`
+    (default: the device's) and `stream` (default: PyTorch's current stream
+    of the device); raises GgemmError when it refuses the call. False, with
+    nothing called, for a handle of another device (the general path says
+    why)."""
     if handle is None:
-        handle_ptr, fn = _defaults.get(device) or _default_entry(device)
+        handle_ptr, fn = _defaults.get((device, function)) or _default_entry(device, function)
     elif handle.device != device:
         return False
     else:
-        handle_ptr, fn = handle.ptr, _capi.raw_function(handle._lib, _FUNCTION)
+        handle_ptr, fn = handle.ptr, _capi.raw_function(handle._lib, function)
     status = fn(handle_ptr, address, torch._C._cuda_getCurrentRawStream(device) if stream is None
                 else _core.stream_handle(stream))
     if status:
@@ -254,4 +262,92 @@ def grouped_mm(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype]) -> O
           out.data_ptr(), transpose_b, 0, ids.data_ptr(), usage.data_ptr(), groups, 0, 0, 0, 0, 0, 0, 0, 0,
           offs.data_ptr())
     _call(mine.address, device, None, None)
+    return out
+
+
+# ---- the MoE layer ------------------------------------------------------------------
+
+_TORCH_MEMORY = TorchBackend()
+# Workspace bytes by (dtype, T, H, I, k, local experts): what the library's
+# size query answered (it depends on nothing else; ggemm.h).
+_moe_sizes: Dict[Tuple[int, ...], int] = {}
+_MAX_MOE_SIZES = 4096  # distinct shapes remembered before the memo starts again
+
+
+def _moe_workspace(mine: _ThreadArgs, key: Tuple[int, ...], device: int, stream: int) -> Any:
+    """The workspace of the call packed in `mine` (its size by `key`), set in
+    the struct; returns the buffer, to be held until the call is enqueued.
+    Outside a capture of the current device's stream, the package's cached
+    buffer of (device, stream); else the general rule (_workspace)."""
+    need = _moe_sizes.get(key)
+    if need is None:
+        need = _moe.workspace_bytes(mine.moe_args)  # also the library's argument checks
+        if len(_moe_sizes) >= _MAX_MOE_SIZES:
+            _moe_sizes.clear()
+        _moe_sizes[key] = need
+    if need == 0:
+        return None
+    if device == torch._C._cuda_getDevice() and not torch._C._cuda_isCurrentStreamCapturing():
+        buf = workspaces.cached(_TORCH_MEMORY, need, device, stream)
+    else:
+        buf = workspaces.get(_TORCH_MEMORY, need, device, stream)
+    mine.moe_args.workspace, mine.moe_args.workspace_bytes = buf.data_ptr(), buf.numel()
+    return buf
+
+
+def moe_ffn(x: Any, w_gate_up: Any, w_down: Any, topk_ids: Any, topk_weights: Any, out: Any = None,
+            first_expert: Any = 0, num_experts: Any = None, stream: Any = None,
+            handle: Optional[_core.Handle] = None) -> Optional[torch.Tensor]:
+    """ggemm.moe_ffn's call for torch tensors (the package's workspace),
+    enqueued when every quick check passes: returns `out` (allocated when
+    None). None, with nothing allocated or enqueued, otherwise: the general
+    path then runs the call or says what is wrong with it."""
+    T = _Tensor
+    if not (isinstance(x, T) and isinstance(w_gate_up, T) and isinstance(w_down, T) and isinstance(topk_ids, T)
+            and isinstance(topk_weights, T)):
+        return None
+    device = x.get_device()
+    dtype = _OPERAND.get(x.dtype)
+    if (device < 0 or dtype is None or w_gate_up.dtype is not x.dtype or w_down.dtype is not x.dtype
+            or topk_ids.dtype is not _INT32 or topk_weights.dtype is not _FLOAT32):
+        return None
+    if type(first_expert) is not int or not (num_experts is None or type(num_experts) is int):
+        return None
+    try:
+        t, h = x.shape
+        local, two_i, h_gate_up = w_gate_up.shape
+        local_down, h_down, i = w_down.shape
+        t_ids, k = topk_ids.shape
+        t_weights, k_weights = topk_weights.shape
+    except ValueError:
+        return None
+    if (two_i != 2 * i or h_gate_up != h or h_down != h or local_down != local or t_ids != t or t_weights != t
+            or k_weights != k):
+        return None
+    if num_experts is None:
+        if first_expert != 0:
+            return None
+        num_experts = local
+    if not (x.is_contiguous() and w_gate_up.is_contiguous() and w_down.is_contiguous()
+            and topk_ids.is_contiguous() and topk_weights.is_contiguous()):
+        return None
+    if (w_gate_up.get_device() != device or w_down.get_device() != device or topk_ids.get_device() != device
+            or topk_weights.get_device() != device or (handle is not None and handle.device != device)):
+        return None
+    if out is None:
+        out = x.new_empty((t, h))
+    elif not (isinstance(out, T) and out.dtype is x.dtype and tuple(out.shape) == (t, h) and out.is_contiguous()
+              and out.get_device() == device):
+        return None
+    raw_stream = torch._C._cuda_getCurrentRawStream(device) if stream is None else _core.stream_handle(stream)
+    mine = _mine
+    try:  # every field of the struct, in the header's order (the workspace below)
+        _MOE_PACK(mine.moe_args, 0, _MOE_SIZE, dtype, t, h, i, k, num_experts, first_expert, local, x.data_ptr(),
+                  w_gate_up.data_ptr(), w_down.data_ptr(), topk_ids.data_ptr(), topk_weights.data_ptr(),
+                  out.data_ptr(), 0, 0)
+    except struct.error:  # an int past its field's range: ctypes' rules, on the general path
+        return None
+    keep = _moe_workspace(mine, (dtype, t, h, i, k, local), device, raw_stream)
+    _call(mine.moe_address, device, raw_stream, handle, _MOE_FUNCTION)
+    del keep  # enqueued: the buffer may go (_workspace)
     return out

@@ -139,7 +139,16 @@ class WorkspaceCache:
                 with self._lock:
                     self._kept.append(buf)
             return buf
+        return self.cached(backend, nbytes, device, stream)
+
+    def cached(self, backend: Backend, nbytes: int, device: int, stream: int) -> Any:
+        """The cached buffer of (backend, device, stream), grown to `nbytes`
+        if smaller: get()'s, for a caller that knows no capture is under way
+        (the torch fast path asks PyTorch itself)."""
         key = (backend.name, device, stream)
+        buf = self._buffers.get(key)
+        if buf is not None and backend.nbytes(buf) >= nbytes:
+            return buf
         with self._lock:
             buf = self._buffers.get(key)
             if buf is None or backend.nbytes(buf) < nbytes:

@@ -252,6 +252,11 @@ def _routing_inputs(topk_ids: Tensor, topk_weights: Tensor, dev: int) -> Tuple[i
 
 
 def _moe_ffn_impl(x, w_gate_up, w_down, topk_ids, topk_weights, first_expert=0, num_experts=None) -> Tensor:
+    """The fast path (_torch_args) when its quick checks pass, else the
+    checks that say what is wrong, and the call."""
+    out = _torch_args.moe_ffn(x, w_gate_up, w_down, topk_ids, topk_weights, None, first_expert, num_experts)
+    if out is not None:
+        return out
     dev = _cuda_ordinal(x, "x")
     _need(x, "x", 2, _OPERAND, dev)
     _need(w_gate_up, "w_gate_up", 3, (x.dtype,), dev)

@@ -26,15 +26,16 @@ BF16, FP16, FP32, I32 = torch.bfloat16, torch.float16, torch.float32, torch.int3
 class Recorder:
     """Stands in for the library function: keeps a copy of each struct."""
 
-    def __init__(self):
+    def __init__(self, struct=_capi.GroupedMatmulArgs):
         self.calls = []
+        self.struct = struct
 
     def __call__(self, handle, address, stream):
-        self.calls.append((handle, bytes(ctypes.string_at(address, ctypes.sizeof(_capi.GroupedMatmulArgs))), stream))
+        self.calls.append((handle, bytes(ctypes.string_at(address, ctypes.sizeof(self.struct))), stream))
         return 0
 
-    def last(self) -> _capi.GroupedMatmulArgs:
-        return _capi.GroupedMatmulArgs.from_buffer_copy(self.calls[-1][1])
+    def last(self):
+        return self.struct.from_buffer_copy(self.calls[-1][1])
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 0)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0x5100)
     rec = Recorder()
-    monkeypatch.setattr(_torch_args, "_defaults", {0: (0x4A00, rec)})
+    monkeypatch.setattr(_torch_args, "_defaults", {(0, "ggemm_grouped_matmul"): (0x4A00, rec)})
     return rec
 
 
@@ -184,6 +185,74 @@ def test_packer_matches_ctypes_for_every_struct():
             if isinstance(got, ctypes._Pointer):
                 got = ctypes.cast(got, ctypes.c_void_p).value
             assert got == want, f"{cls.__name__}.{name}"
+
+
+# ---- the MoE layer's call -----------------------------------------------------------
+
+WORKSPACE_PTR, WORKSPACE_BYTES = 0x7700, 4096
+
+
+@pytest.fixture
+def fake_moe(fake_cuda, monkeypatch):
+    """fake_cuda, with ggemm_moe_ffn recorded and the workspace a fixed
+    (pointer, size) instead of a CUDA buffer."""
+    rec = Recorder(_capi.MoeFfnArgs)
+    monkeypatch.setitem(_torch_args._defaults, (0, "ggemm_moe_ffn"), (0x4A00, rec))
+
+    def workspace(mine, key, device, stream):
+        mine.moe_args.workspace, mine.moe_args.workspace_bytes = WORKSPACE_PTR, WORKSPACE_BYTES
+        return None
+
+    monkeypatch.setattr(_torch_args, "_moe_workspace", workspace)
+    return rec
+
+
+def moe_problem(t=5, h=64, i=32, e=4, k=2, dtype=BF16):
+    return (torch.zeros(t, h, dtype=dtype), torch.zeros(e, 2 * i, h, dtype=dtype), torch.zeros(e, h, i, dtype=dtype),
+            torch.zeros(t, k, dtype=I32), torch.zeros(t, k, dtype=FP32))
+
+
+def general_moe_bytes(*tensors, out, **options) -> bytes:
+    from ggemm import _moe
+
+    args = _moe._build_moe_ffn_args(*tensors, out, stream=0x5100, **options).args
+    args.workspace, args.workspace_bytes = WORKSPACE_PTR, WORKSPACE_BYTES
+    return bytes(args)
+
+
+@pytest.mark.parametrize("options", [{}, dict(first_expert=8, num_experts=16)], ids=["local", "expert_parallel"])
+def test_moe_ffn_fast_path_fills_the_struct_as_the_general_path_does(fake_moe, options):
+    import ggemm.torch as gt
+
+    operands = moe_problem(dtype=FP16 if options else BF16)
+    out = torch.zeros(5, 64, dtype=operands[0].dtype)
+    assert ggemm.moe_ffn(*operands, out=out, **options) is out
+    assert len(fake_moe.calls) == 1, "the fast path did not take the call"
+    handle, got, stream = fake_moe.calls[0]
+    assert (handle, stream) == (0x4A00, 0x5100)
+    assert got == general_moe_bytes(*operands, out=out, **options)
+    # ggemm.torch's eager call and the operator's kernel: the same struct, a new output.
+    for call in (lambda: gt.moe_ffn(*operands, **options),
+                 lambda: gt._moe_ffn_impl(*operands, options.get("first_expert", 0), options.get("num_experts"))):
+        new = call()
+        assert new.shape == (5, 64) and new.dtype == operands[0].dtype
+        assert fake_moe.calls[-1][1] == general_moe_bytes(*operands, out=new, **options)
+    assert len(fake_moe.calls) == 3
+
+
+def test_moe_ffn_declined_calls_get_the_general_paths_message(fake_moe):
+    x, wgu, wd, ids, w = moe_problem()
+    with pytest.raises(ValueError, match="w_down: shape"):
+        ggemm.moe_ffn(x, wgu, torch.zeros(4, 64, 16, dtype=BF16), ids, w)
+    with pytest.raises(TypeError, match="w_gate_up: dtype float16 differs from x's bfloat16"):
+        ggemm.moe_ffn(x, wgu.half(), wd, ids, w)
+    with pytest.raises(TypeError, match="topk_ids"):
+        ggemm.moe_ffn(x, wgu, wd, ids.long(), w)
+    with pytest.raises(ValueError, match="num_experts: give the global expert count"):
+        ggemm.moe_ffn(x, wgu, wd, ids, w, first_expert=4)
+    with pytest.raises(ValueError, match="out: shape"):
+        ggemm.moe_ffn(x, wgu, wd, ids, w, out=torch.zeros(5, 32, dtype=BF16))
+    assert not fake_moe.calls
 
 
 # ---- the drop-in: torch._grouped_mm's call ---------------------------------------
