@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A microbenchmark under bench/dev/ (tma_, tma_store_, mma_, shrink_probe.cu) keeps compiling,
+# A microbenchmark under bench/dev/ (tma_, tma_store_, mma_, shrink_, gather_probe.cu) keeps compiling,
 # warning-free, and runs where there is an sm_90 GPU (exit 77, skipped,
 # elsewhere).
 #

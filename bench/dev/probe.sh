@@ -9,12 +9,14 @@
 #   tma_store  how fast TMA stores write the LoRA expand's outputs, by box
 #        rows and boxes in flight, beside plain 16-byte stores
 #        (bench/dev/tma_store_probe.cu; ~10 s)
+#   gather  whether cp.async gathers by the producer warpgroup's spare warps
+#        feed the token-major mainloop, beside TMA (bench/dev/gather_probe.cu)
 # The table goes to stdout and $OUT/<name>_probe.txt.
 #
-#   bench/dev/run.sh probe tma|mma|shrink|tma_store
+#   bench/dev/run.sh probe tma|mma|shrink|tma_store|gather
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-name=${1:?usage: bench/dev/run.sh probe tma|mma|shrink|tma_store}
+name=${1:?usage: bench/dev/run.sh probe tma|mma|shrink|tma_store|gather}
 src=bench/dev/${name}_probe.cu
 [ -f "$src" ] || { echo "no $src"; exit 2; }
 out=${OUT:-$PWD/h200_out}

@@ -10,7 +10,7 @@ usage() {
   cat <<'USAGE'
 usage: bench/dev/run.sh TOOL [ARGS...]
 
-  probe tma|mma|shrink|tma_store
+  probe tma|mma|shrink|tma_store|gather
         compile and run one microbenchmark (bench/dev/*_probe.cu): one SM's
         TMA load cost by box shape; wgmma's rate beside TMA and staging
         traffic; the LoRA shrink's stages box by box; TMA stores by box
