@@ -197,18 +197,8 @@ double median_run(bool mma, int sms, const CUtensorMap &map, const __nv_bfloat16
                   int warps, unsigned long long *d_ns, float *sink) {
   auto kernel = mma ? gather_probe_kernel<true> : gather_probe_kernel<false>;
   PROBE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
-  std::vector<unsigned long long> ns(static_cast<size_t>(sms));
-  std::vector<double> medians;
-  for (int rep = 0; rep < 3; ++rep) {
-    kernel<<<sms, 384, kSmemBytes>>>(map, x, idx, mode, warps, d_ns, sink);
-    PROBE_CHECK_CUDA(cudaGetLastError());
-    PROBE_CHECK_CUDA(cudaDeviceSynchronize());
-    PROBE_CHECK_CUDA(cudaMemcpy(ns.data(), d_ns, sizeof(unsigned long long) * size_t(sms), cudaMemcpyDeviceToHost));
-    std::sort(ns.begin(), ns.end());
-    medians.push_back(double(ns[size_t(sms) / 2]));
-  }
-  std::sort(medians.begin(), medians.end());
-  return medians[1];
+  return probe_median_cta_ns([&] { kernel<<<sms, 384, kSmemBytes>>>(map, x, idx, mode, warps, d_ns, sink); }, sms,
+                             d_ns);
 }
 
 }  // namespace

@@ -227,21 +227,10 @@ template <int N, bool Solo>
 Result run(int sms, const CUtensorMap &in, const CUtensorMap &out, int traffic, unsigned long long *d_ns, float *sink) {
   auto kernel = mma_probe_kernel<N, Solo>;
   PROBE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
-  std::vector<unsigned long long> ns(static_cast<size_t>(sms));
-  std::vector<double> medians;
-  for (int rep = 0; rep < 3; ++rep) {
-    PROBE_CHECK_CUDA(cudaMemset(d_ns, 0, sizeof(unsigned long long) * size_t(sms)));
-    kernel<<<sms, 384, kSmemBytes>>>(in, out, traffic, d_ns, sink);
-    PROBE_CHECK_CUDA(cudaGetLastError());
-    PROBE_CHECK_CUDA(cudaDeviceSynchronize());
-    PROBE_CHECK_CUDA(cudaMemcpy(ns.data(), d_ns, sizeof(unsigned long long) * size_t(sms), cudaMemcpyDeviceToHost));
-    std::sort(ns.begin(), ns.end());
-    medians.push_back(double(ns[size_t(sms) / 2]));
-  }
-  std::sort(medians.begin(), medians.end());
+  const double ns = probe_median_cta_ns([&] { kernel<<<sms, 384, kSmemBytes>>>(in, out, traffic, d_ns, sink); }, sms, d_ns);
   // Per CTA: 128 weight rows x N tokens x 64 of K per stage, 2 FLOPs each.
   const double flops = 2.0 * 128 * N * 64 * kStages;
-  return Result{flops * sms / medians[1] / 1e3};
+  return Result{flops * sms / ns / 1e3};
 }
 
 }  // namespace

@@ -8,9 +8,11 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "ptx/instr/cluster.h"
 #include "ptx/instr/fence.h"
@@ -102,4 +104,24 @@ __device__ inline unsigned long long probe_drain_timed(uint64_t *full, uint64_t 
   }
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(end));
   return end - start;
+}
+
+// The probes' timing: `launch()` enqueues a kernel of `ctas` CTAs that
+// writes (or atomicMax-es) each CTA's nanoseconds into d_ns[blockIdx.x].
+// Three runs; the median over them of each run's median CTA.
+template <typename Launch>
+double probe_median_cta_ns(Launch launch, int ctas, unsigned long long *d_ns) {
+  std::vector<unsigned long long> ns(static_cast<size_t>(ctas));
+  std::vector<double> medians;
+  for (int rep = 0; rep < 3; ++rep) {
+    PROBE_CHECK_CUDA(cudaMemset(d_ns, 0, sizeof(unsigned long long) * size_t(ctas)));
+    launch();
+    PROBE_CHECK_CUDA(cudaGetLastError());
+    PROBE_CHECK_CUDA(cudaDeviceSynchronize());
+    PROBE_CHECK_CUDA(cudaMemcpy(ns.data(), d_ns, sizeof(unsigned long long) * size_t(ctas), cudaMemcpyDeviceToHost));
+    std::sort(ns.begin(), ns.end());
+    medians.push_back(double(ns[size_t(ctas) / 2]));
+  }
+  std::sort(medians.begin(), medians.end());
+  return medians[1];
 }
