@@ -268,6 +268,7 @@ def grouped_mm(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype]) -> O
 # ---- the MoE layer ------------------------------------------------------------------
 
 _TORCH_MEMORY = TorchBackend()
+_STRIDED = torch.strided
 # Workspace bytes by (dtype, T, H, I, k, local experts): what the library's
 # size query answered (it depends on nothing else; ggemm.h).
 _moe_sizes: Dict[Tuple[int, ...], int] = {}
@@ -277,8 +278,10 @@ _MAX_MOE_SIZES = 4096  # distinct shapes remembered before the memo starts again
 def _moe_workspace(mine: _ThreadArgs, key: Tuple[int, ...], device: int, stream: int) -> Any:
     """The workspace of the call packed in `mine` (its size by `key`), set in
     the struct; returns the buffer, to be held until the call is enqueued.
-    Outside a capture of the current device's stream, the package's cached
-    buffer of (device, stream); else the general rule (_workspace)."""
+    `stream` is PyTorch's current stream of `device` (moe_ffn takes no
+    other): where that device is the current one and its current stream is
+    not capturing, the package's cached buffer of (device, stream); else the
+    general rule (_workspace), which asks about `stream` itself."""
     need = _moe_sizes.get(key)
     if need is None:
         need = _moe.workspace_bytes(mine.moe_args)  # also the library's argument checks
@@ -298,13 +301,21 @@ def _moe_workspace(mine: _ThreadArgs, key: Tuple[int, ...], device: int, stream:
 def moe_ffn(x: Any, w_gate_up: Any, w_down: Any, topk_ids: Any, topk_weights: Any, out: Any = None,
             first_expert: Any = 0, num_experts: Any = None, stream: Any = None,
             handle: Optional[_core.Handle] = None) -> Optional[torch.Tensor]:
-    """ggemm.moe_ffn's call for torch tensors (the package's workspace),
-    enqueued when every quick check passes: returns `out` (allocated when
-    None). None, with nothing allocated or enqueued, otherwise: the general
-    path then runs the call or says what is wrong with it."""
+    """ggemm.moe_ffn's call for torch tensors on PyTorch's current stream
+    (the package's workspace), enqueued when every quick check passes:
+    returns `out` (allocated when None). None, with nothing allocated or
+    enqueued, otherwise: the general path then runs the call or says what is
+    wrong with it. A call given a stream of its own takes the general path,
+    which allocates `out` and decides on the cached workspace (never under a
+    capture) by that stream; here both follow from the current stream."""
     T = _Tensor
+    if stream is not None:
+        return None
     if not (isinstance(x, T) and isinstance(w_gate_up, T) and isinstance(w_down, T) and isinstance(topk_ids, T)
             and isinstance(topk_weights, T)):
+        return None
+    if not x.is_cuda or not (x.layout is _STRIDED and w_gate_up.layout is _STRIDED and w_down.layout is _STRIDED
+                             and topk_ids.layout is _STRIDED and topk_weights.layout is _STRIDED):
         return None
     device = x.get_device()
     dtype = _OPERAND.get(x.dtype)
@@ -339,7 +350,7 @@ def moe_ffn(x: Any, w_gate_up: Any, w_down: Any, topk_ids: Any, topk_weights: An
     elif not (isinstance(out, T) and out.dtype is x.dtype and tuple(out.shape) == (t, h) and out.is_contiguous()
               and out.get_device() == device):
         return None
-    raw_stream = torch._C._cuda_getCurrentRawStream(device) if stream is None else _core.stream_handle(stream)
+    raw_stream = torch._C._cuda_getCurrentRawStream(device)
     mine = _mine
     try:  # every field of the struct, in the header's order (the workspace below)
         _MOE_PACK(mine.moe_args, 0, _MOE_SIZE, dtype, t, h, i, k, num_experts, first_expert, local, x.data_ptr(),

@@ -240,6 +240,15 @@ def test_moe_ffn_fast_path_fills_the_struct_as_the_general_path_does(fake_moe, o
     assert len(fake_moe.calls) == 3
 
 
+def test_moe_ffn_leaves_calls_on_a_stream_of_their_own_to_the_general_path(fake_moe):
+    # Its output and workspace are the general path's to place by that
+    # stream (stream-ordered allocation, the capture check of that stream).
+    x, wgu, wd, ids, w = moe_problem()
+    assert _torch_args.moe_ffn(x, wgu, wd, ids, w, None, 0, None, 0x7777, None) is None
+    assert _torch_args.moe_ffn(x, wgu, wd, ids, w, None, 0, None, None, None) is not None
+    assert len(fake_moe.calls) == 1
+
+
 def test_moe_ffn_declined_calls_get_the_general_paths_message(fake_moe):
     x, wgu, wd, ids, w = moe_problem()
     with pytest.raises(ValueError, match="w_down: shape"):
