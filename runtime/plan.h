@@ -79,8 +79,8 @@ struct PlanRequest {
   enum class TokenMajor : uint8_t {
     kAutomatic,
     kNever,          // no call on the sm_90a token-major kernel
-    kWherePossible,  // every call it can run (K-major weights, 16-bit outputs of one segment, store or row
-                     // scale, no gather, no planes, no config)
+    kWherePossible,  // every call it can run (K-major weights, 16-bit outputs of one segment, store, row
+                     // scale or SwiGLU, no gather, no planes, no config)
   };
   TokenMajor sm90_token_major = TokenMajor::kAutomatic;
 };

@@ -126,16 +126,10 @@ TileChoice choose_tile(Arch arch, const DeviceProps &props, const GroupedShape &
   return c;
 }
 
-namespace {
-// K-major weight rows a stage's TMA box loads for tiles of tile_n rows:
-// kmajor_box_rows, except that SwiGLU loads whole octet pairs of its 5-D
-// view (kSwigluOctet: tile_n interleaved rows, zeros past I) however narrow
-// N is: 128 rows on a wide tile, 64 (4 octet pairs) on a narrow one.
 uint32_t weights_box_rows(const GroupedShape &shape, uint32_t cluster_size, uint32_t tile_n) {
   return shape.epilogue == GGEMM_EPILOGUE_SWIGLU ? tile_n
                                                  : kmajor_box_rows(shape.transpose_b, cluster_size, shape.n, tile_n);
 }
-}  // namespace
 
 StatusOr<KernelPlan> persistent_plan_of_tile(Arch arch, const GroupedShape &shape, const TileChoice &tile) {
   const uint32_t cluster = arch == Arch::kSm90a ? tile.cluster_m : tile.cta_group;

@@ -23,6 +23,13 @@ uint32_t auto_tile_m(Arch arch, const GroupedShape &s, int sm_count);
 // gather on load, whose rows land 128 bytes apart).
 uint32_t auto_swizzle(const GroupedShape &s);
 
+// K-major weight rows a stage's TMA box loads for tiles of tile_n rows:
+// kmajor_box_rows, except that SwiGLU loads whole octet pairs of its 5-D
+// view (kSwigluOctet: tile_n interleaved rows, zeros past I) however narrow
+// N is: 128 rows on a wide persistent tile, 64 (4 octet pairs) on a narrow
+// one, 192 (12) on the token-major kernel's.
+uint32_t weights_box_rows(const GroupedShape &shape, uint32_t cluster_size, uint32_t tile_n);
+
 // What both architectures take from the caller's config (already validated)
 // or the automatic rules: the token tile, the swizzle, the stages asked for
 // (0 = as many as fit), and the cluster.

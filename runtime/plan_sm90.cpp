@@ -1,4 +1,4 @@
-// sm_90a plans. Four kernel families are candidates for every call, in this
+// sm_90a plans. Five kernel families are candidates for every call, in this
 // order of preference; the first whose filters pass takes it:
 //   1. short-K (no pipeline; K <= 128): latency-bound calls whose tiles fit
 //      one wave of its CTAs (the decode LoRA expand);
@@ -156,9 +156,7 @@ StatusOr<KernelPlan> plan_token_major(const DeviceProps &props, const GroupedSha
   p.stages = S::kStages;
   p.staging_buffers = 1;
   p.k_slices = 1;
-  // SwiGLU's box is always 12 whole octet pairs (zeros past I; the 5-D
-  // weight view, runtime/launch_grouped.cpp).
-  p.weights_box_rows = swiglu ? S::kTileFeatures : kmajor_box_rows(true, 1, shape.n, S::kTileFeatures);
+  p.weights_box_rows = weights_box_rows(shape, 1, S::kTileFeatures);
   p.narrow_token_boxes = false;
   p.threads = S::kThreads;
   p.smem_bytes = S::smem_bytes(swiglu);
