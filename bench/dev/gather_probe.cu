@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "bench/dev/probe_util.h"
+#include "ptx/blocks/swizzle.h"
 #include "ptx/instr/barrier.h"
 #include "ptx/instr/cp_async.h"
 #include "ptx/instr/fence.h"
@@ -95,7 +96,7 @@ __device__ void gather(const __nv_bfloat16 *x, const int32_t *row_token, uint8_t
       const uint32_t row = 4 * j + lane / 8;
       const int32_t token = sh->tokens[tile & 1][row];
       const __nv_bfloat16 *src = x + size_t(token) * kHidden + kc * 64 + chunk * 8;
-      ggemm::ptx::cp_async_16(base + row * 128 + ((chunk ^ (row & 7)) << 4), src, true);
+      ggemm::ptx::cp_async_16(base + ggemm::swizzle128_offset(row, chunk), src, true);
     }
     cp_async_mbarrier_arrive_noinc(&sh->full[s]);
   }

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "bench/dev/probe_util.h"
+#include "ptx/blocks/swizzle.h"
 #include "ptx/instr/barrier.h"
 #include "ptx/instr/fence.h"
 #include "ptx/instr/mbarrier.h"
@@ -151,7 +152,7 @@ __device__ void stsm_traffic(const CUtensorMap *out, uint8_t *staging, Shared *s
 #pragma unroll
     for (uint32_t q = 0; q < 8; ++q) {
       const uint32_t row = 32 * warp + 8 * (q / 2) + lane % 8, chunk = 4 * (q % 2) + lane / 8;
-      ggemm::ptx::stmatrix_x4_trans(base + row * kRowBytes + ((chunk ^ (row & 7)) << 4), v, v + 1, v + 2, v + 3);
+      ggemm::ptx::stmatrix_x4_trans(base + ggemm::swizzle128_offset(row, chunk), v, v + 1, v + 2, v + 3);
       v += 0x00040004u;
     }
     ggemm::ptx::fence_proxy_async_shared_cta();

@@ -10,6 +10,7 @@
 #include "params.h"
 #include "../blocks/out_convert.h"
 #include "../blocks/swiglu.h"
+#include "../blocks/swizzle.h"
 #include "../blocks/tile_scheduler.h"
 #include "../instr/barrier.h"
 #include "../instr/cvta.h"
@@ -22,10 +23,6 @@
 #include "staging_buffers.h"
 
 namespace ggemm::sm90 {
-
-// Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a tile of
-// 128-byte rows with the TMA's 128B swizzle (chunk index XOR row % 8).
-GGEMM_DEVICE uint32_t swizzle128_offset(uint32_t row, uint32_t chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
 // The accumulate epilogue's ring of old-C slots (staging_buffers of them
 // per consumer warpgroup; every active tile takes the next slot, in the

@@ -63,6 +63,7 @@
 #include "../blocks/pipeline.h"
 #include "../blocks/routing_check.h"
 #include "../blocks/swiglu.h"
+#include "../blocks/swizzle.h"
 #include "../blocks/tile_handoff.h"
 #include "../blocks/tile_scheduler.h"
 #include "../instr/barrier.h"
@@ -341,7 +342,7 @@ struct TokenMajorGemmSm90 {
           const float s0 = scale[2 * h], s1 = scale[2 * h + 1];
           const uint32_t row = h * 64 + warp * 16 + (m & 1) * 8 + lane % 8;
           const uint32_t unit = jj + (m >> 1);
-          ptx::stmatrix_x4(base + row * 128 + ((unit ^ (row & 7)) << 4), OutConvert<Out>::pack2(a[0] * s0, a[1] * s0),
+          ptx::stmatrix_x4(base + swizzle128_offset(row, unit), OutConvert<Out>::pack2(a[0] * s0, a[1] * s0),
                            OutConvert<Out>::pack2(a[2] * s1, a[3] * s1), OutConvert<Out>::pack2(a[4] * s0, a[5] * s0),
                            OutConvert<Out>::pack2(a[6] * s1, a[7] * s1));
         }
@@ -358,6 +359,8 @@ struct TokenMajorGemmSm90 {
         for (uint32_t u = tid; u < tile.rows * 8; u += 128) {
           const uint32_t row = u / 8, unit = u % 8;
           if (col + unit * 8 < p.n) {
+            // swizzle128_offset(row, unit), added to the pointer term by term
+            // (through the helper ptxas schedules this kernel differently).
             const uint4 v = *reinterpret_cast<const uint4 *>(staging + row * 128 + ((unit ^ (row & 7)) << 4));
             ptx::st_global_v4(
                 static_cast<Out *>(view.base) + size_t(tile.row0 + row) * view.ld + (col - view.col_offset + unit * 8),
@@ -368,12 +371,18 @@ struct TokenMajorGemmSm90 {
     }
   }
 
+  // Byte offset of 16-byte output unit `unit` (0..11: 8 features each) of
+  // row `row` in the SwiGLU staging: its chunk, then the chunk's 64B swizzle.
+  GGEMM_DEVICE static uint32_t swiglu_staging_offset(uint32_t row, uint32_t unit) {
+    return (unit / 4) * S::kSwigluChunkBytes + swizzle64_offset(row, unit % 4);
+  }
+
   // SwiGLU: output octet q of the tile (features col0 / 2 + 8q ..) is
   // silu(accumulator octet 2q) * octet 2q + 1, times alpha each, rounded
   // once. The whole 128 x 96 tile is staged at once, as three chunks of 32
-  // features whose 64-byte rows are 64B-swizzled (16-byte unit u of row r
-  // at r * 64 + (u ^ (r / 2 % 4)) * 16, the output map's box), then stored
-  // by three TMA stores (full tiles) or masked 16-byte stores.
+  // features whose 64-byte rows are 64B-swizzled (swiglu_staging_offset,
+  // the output map's box), then stored by three TMA stores (full tiles) or
+  // masked 16-byte stores.
   GGEMM_DEVICE static void swiglu_epilogue(const Sm90GroupedParams &p, const GroupedTile &tile, uint32_t tid,
                                            uint32_t cw, uint8_t *staging, const float (&lo)[S::kAccHalf],
                                            const float (&hi)[S::kAccHalf]) {
@@ -393,8 +402,7 @@ struct TokenMajorGemmSm90 {
         // Output octets q and q + 1: gate a[0..3], up a[4..7]; gate a[8..11], up a[12..15].
         const float *a = (h == 0 ? lo : hi) + q * 8;
         const uint32_t row = h * 64 + warp * 16 + (m & 1) * 8 + lane % 8;
-        const uint32_t unit = q + (m >> 1), chunk = unit / 4;
-        ptx::stmatrix_x4(base + chunk * S::kSwigluChunkBytes + row * 64 + (((unit % 4) ^ ((row / 2) % 4)) << 4),
+        ptx::stmatrix_x4(base + swiglu_staging_offset(row, q + (m >> 1)),
                          OutConvert<Out>::pack2(act(a[0], a[4]), act(a[1], a[5])),
                          OutConvert<Out>::pack2(act(a[2], a[6]), act(a[3], a[7])),
                          OutConvert<Out>::pack2(act(a[8], a[12]), act(a[9], a[13])),
@@ -421,6 +429,7 @@ struct TokenMajorGemmSm90 {
       for (uint32_t u = tid; u < tile.rows * kUnits; u += 128) {
         const uint32_t row = u / kUnits, unit = u % kUnits, col = col0 + unit * 8;
         if (col < out_n) {
+          // swiglu_staging_offset(row, unit), term by term (as above).
           const uint4 v = *reinterpret_cast<const uint4 *>(staging + (unit / 4) * S::kSwigluChunkBytes + row * 64 +
                                                            (((unit % 4) ^ ((row / 2) % 4)) << 4));
           ptx::st_global_v4(static_cast<Out *>(view.base) + size_t(tile.row0 + row) * view.ld + (col - view.col_offset),
