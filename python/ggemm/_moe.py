@@ -200,7 +200,15 @@ def workspace_bytes(args: Any) -> int:
     """The workspace the call with these arguments needs (the library's size
     query, which also checks the arguments and raises GgemmError for bad ones)."""
     function, key_of = _SIZE_QUERIES[type(args)]
-    key = (function,) + key_of(args)
+    return workspace_bytes_by_key(args, key_of(args))
+
+
+def workspace_bytes_by_key(args: Any, sizes: Tuple[int, ...]) -> int:
+    """workspace_bytes(args) for a caller that has the fields the size depends
+    on at hand (`sizes`, in _SIZE_QUERIES' order): no field read back from
+    the struct."""
+    function = _SIZE_QUERIES[type(args)][0]
+    key = (function,) + sizes
     size = _sizes.get(key)
     if size is None:
         lib = _capi.load_library()

@@ -269,25 +269,17 @@ def grouped_mm(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype]) -> O
 
 _TORCH_MEMORY = TorchBackend()
 _STRIDED = torch.strided
-# Workspace bytes by (dtype, T, H, I, k, local experts): what the library's
-# size query answered (it depends on nothing else; ggemm.h).
-_moe_sizes: Dict[Tuple[int, ...], int] = {}
-_MAX_MOE_SIZES = 4096  # distinct shapes remembered before the memo starts again
 
 
 def _moe_workspace(mine: _ThreadArgs, key: Tuple[int, ...], device: int, stream: int) -> Any:
-    """The workspace of the call packed in `mine` (its size by `key`), set in
+    """The workspace of the call packed in `mine` (its size by `key`: dtype,
+    T, H, I, k, local experts, as _moe's memo of the size query), set in
     the struct; returns the buffer, to be held until the call is enqueued.
     `stream` is PyTorch's current stream of `device` (moe_ffn takes no
     other): where that device is the current one and its current stream is
     not capturing, the package's cached buffer of (device, stream); else the
     general rule (_workspace), which asks about `stream` itself."""
-    need = _moe_sizes.get(key)
-    if need is None:
-        need = _moe.workspace_bytes(mine.moe_args)  # also the library's argument checks
-        if len(_moe_sizes) >= _MAX_MOE_SIZES:
-            _moe_sizes.clear()
-        _moe_sizes[key] = need
+    need = _moe.workspace_bytes_by_key(mine.moe_args, key)  # the first time, also the library's argument checks
     if need == 0:
         return None
     if device == torch._C._cuda_getDevice() and not torch._C._cuda_isCurrentStreamCapturing():
