@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ggemm.h"
@@ -646,15 +647,50 @@ TEST(GroupedTileScheduler, BandOrderKeepsSideBySideTilesCompact) {
   EXPECT_EQ(row_blocks.size(), band);
   EXPECT_EQ(col_blocks.size(), 12u);
   EXPECT_EQ(*row_blocks.rbegin(), band - 1);
-  // The last band is short (73 = 9 * 8 + 1): its single row block still
-  // takes every column block, in order.
+  // The remainder (73 = 9 * 8 + 1) joins the last band: row blocks 64..72,
+  // row block fastest, so row block 72 is read beside 64..71 rather than in
+  // a band of its own that walks every column block again.
   GroupedTileScheduler tail(problem, 128, 128);
-  for (uint32_t cb = 0; cb < 12; ++cb) {
-    ASSERT_TRUE(tail.next(uint64_t(72) * 12 + cb, &tile));
-    EXPECT_EQ(tile.row0, 72u * 128);
-    EXPECT_EQ(tile.col0, cb * 128);
+  for (uint32_t i = 0; i < 9 * 12; ++i) {
+    ASSERT_TRUE(tail.next(uint64_t(64) * 12 + i, &tile));
+    EXPECT_EQ(tile.row0, (64 + i % 9) * 128);
+    EXPECT_EQ(tile.col0, i / 9 * 128);
   }
   EXPECT_FALSE(tail.next(uint64_t(73) * 12, &tile));
+}
+
+TEST(GroupedTileScheduler, BandsTakeARemainderOfAtMostHalfABand) {
+  // The walk of one group against its order written out: bands of 8 row
+  // blocks, a remainder of 1..4 joining the last band, of 5..7 (or a group
+  // under 8 row blocks) a band of its own; row block fastest within a band.
+  const uint32_t band = GroupedTileScheduler::kBandRowBlocks, col_blocks = 3;
+  for (uint32_t row_blocks = 1; row_blocks <= 5 * band; ++row_blocks) {
+    std::vector<uint32_t> sizes(row_blocks / band, band);
+    const uint32_t rest = row_blocks % band;
+    if (rest != 0 && rest <= band / 2 && !sizes.empty())
+      sizes.back() += rest;
+    else if (rest != 0)
+      sizes.push_back(rest);
+    std::vector<std::pair<uint32_t, uint32_t>> want;  // (row block, column block)
+    uint32_t rb0 = 0;
+    for (uint32_t size : sizes) {
+      for (uint32_t cb = 0; cb < col_blocks; ++cb)
+        for (uint32_t rb = rb0; rb < rb0 + size; ++rb) want.emplace_back(rb, cb);
+      rb0 += size;
+    }
+    const uint32_t rows = row_blocks * 64 - 5;  // last row block partial
+    const std::vector<uint32_t> offsets = {0, rows};
+    const std::vector<int32_t> ids = {0};
+    const GroupedProblem problem{offsets.data(), ids.data(), 1, rows, col_blocks * 128, 1, 0, 0};
+    GroupedTileScheduler sched(problem, 64, 128);
+    GroupedTile tile;
+    for (uint64_t t = 0; t < want.size(); ++t) {
+      ASSERT_TRUE(sched.next(t, &tile)) << row_blocks << " row blocks, tile " << t;
+      EXPECT_EQ(tile.row0 / 64, want[t].first) << row_blocks << " row blocks, tile " << t;
+      EXPECT_EQ(tile.col0 / 128, want[t].second) << row_blocks << " row blocks, tile " << t;
+    }
+    EXPECT_FALSE(sched.next(want.size(), &tile)) << row_blocks << " row blocks";
+  }
 }
 
 // The token box a tile's stages load (narrow_mma_width): the narrowest of

@@ -17,7 +17,8 @@
 // activations, so one tile covering all 3R columns reads them once instead
 // of three times.
 //
-// Order within a group: bands of kBandRowBlocks row blocks; inside a band the
+// Order within a group: bands of kBandRowBlocks row blocks (the last band
+// takes a remainder of up to half a band: last_band_of); inside a band the
 // row block varies fastest, then the column block. CTAs running side by side
 // then cover a compact patch (8 row blocks x ~16 column blocks for 132 SMs),
 // so the patch's activations and weights are each read from L2 about once,
@@ -128,6 +129,21 @@ class GroupedTileScheduler {
   // Column blocks per group (the same for every group).
   GGEMM_HOST_DEVICE uint32_t col_blocks() const { return col_blocks_; }
 
+  // The index of a group's last band: bands of kBandRowBlocks row blocks,
+  // the last one holding what is left. A remainder of at most half a band
+  // joins the band before it (8 + r row blocks) rather than forming its own:
+  // a band of its own walks every column block again, long after the band
+  // before it read the expert's weights, and so reads them from DRAM a
+  // second time (about 1024 random rows an expert make 8 row blocks of 128
+  // and a ragged ninth half the time; docs/performance.md, "Tile walk").
+  // A larger remainder keeps its own band, as the band before it would
+  // otherwise span far more than a wave of CTAs.
+  GGEMM_HOST_DEVICE static constexpr uint32_t last_band_of(uint32_t row_blocks) {
+    const uint32_t full = row_blocks / kBandRowBlocks, rest = row_blocks % kBandRowBlocks;
+    if (rest == 0) return full > 0 ? full - 1 : 0u;
+    return rest <= kBandRowBlocks / 2 && full > 0 ? full - 1 : full;
+  }
+
   // Finds the tile with linear index `t`. Calls must come with non-decreasing
   // t (the persistent loop's iter * gridDim.x + blockIdx.x); the cursor only
   // moves forward, so a CTA walks the offsets once in all. Returns false past
@@ -174,9 +190,10 @@ class GroupedTileScheduler {
     if (group_ >= p_.num_active) return false;
     const uint32_t local = uint32_t(t - tiles_before_);  // < this group's tiles < 2^32 (kMaxOutputElements)
     const uint32_t band_tiles = kBandRowBlocks * col_blocks_;
-    const uint32_t band = local / band_tiles;
+    const uint32_t last_band = last_band_of(row_blocks_);
+    const uint32_t band = min_u32(local / band_tiles, last_band);
     const uint32_t band_rb0 = band * kBandRowBlocks;
-    const uint32_t band_rows = min_u32(kBandRowBlocks, row_blocks_ - band_rb0);  // last band may be short
+    const uint32_t band_rows = band == last_band ? row_blocks_ - band_rb0 : kBandRowBlocks;
     const uint32_t in_band = local - band * band_tiles;
     const uint32_t rb = band_rb0 + in_band % band_rows;
     uint32_t cb = in_band / band_rows;
