@@ -27,6 +27,11 @@ usage: bench/dev/run.sh TOOL [ARGS...]
         same-run A/B of the whole MoE layer (bench/moe_layer.py): builds
         libggemm of the tree and of each patch or source tree, times the
         layer through each in turn, prints medians and ratios to A
+  ab_libs [--rounds N] [--ncu] LABEL=LIB LABEL=LIB [...]
+        same-run A/B of libraries built elsewhere through the Python
+        benchmarks (the layer's GEMMs at 4096 tokens, compare_torch's
+        prefill rows, the layer at 4096 tokens), processes alternated;
+        --ncu adds each library's DRAM bytes of the layer's GEMMs
   power [ROW] [REPETITIONS]
         one MoE row per implementation for seconds, with the SM clock and
         power sampled by nvidia-smi (time, TFLOP/s, per GHz, per kW)
@@ -47,6 +52,7 @@ case "$tool" in
   trace_report) exec python3 "$here/trace_report.py" "$@" ;;
   ab) exec "$here/ab_bench.sh" "$@" ;;
   ab_layer) exec "$here/ab_layer.sh" "$@" ;;
+  ab_libs) exec "$here/ab_libs.sh" "$@" ;;
   power) exec "$here/power.sh" "$@" ;;
   ncu) exec "$here/ncu.sh" "$@" ;;
   sweep_lora)
