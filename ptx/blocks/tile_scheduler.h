@@ -135,7 +135,8 @@ class GroupedTileScheduler {
   // a band of its own walks every column block again, long after the band
   // before it read the expert's weights, and so reads them from DRAM a
   // second time (about 1024 random rows an expert make 8 row blocks of 128
-  // and a ragged ninth half the time; docs/performance.md, "Tile walk").
+  // and a ragged ninth half the time; docs/performance.md,
+  // "The tile walk's remainder band").
   // A larger remainder keeps its own band, as the band before it would
   // otherwise span far more than a wave of CTAs.
   GGEMM_HOST_DEVICE static constexpr uint32_t last_band_of(uint32_t row_blocks) {
