@@ -147,6 +147,14 @@ class Problem:
     def torch(self):
         return torch._grouped_mm(self.x, self.w.transpose(-2, -1), offs=self.offs)
 
+    def check(self, what):
+        """Exits unless ggemm's output matches torch._grouped_mm's on this problem."""
+        got, want = self.ggemm().float(), self.torch().float()
+        err = (got - want).abs().max().item()
+        scale = want.abs().max().item() + 1e-6
+        if not err <= 2e-2 * scale + 1e-2:
+            raise SystemExit(f"{what}: ggemm differs from torch._grouped_mm by {err} (max |torch| {scale})")
+
     def dense_call(self):
         """The dense cuBLAS call beside this row (the module docstring's --dense)."""
         if self.m >= 128 * self.experts:  # prefill: the same FLOPs as one dense GEMM, expert 0's weights
@@ -256,11 +264,7 @@ def main():
             else:
                 counts = top_k_counts(experts, spec[1], spec[2], routing_gen)
             p = Problem(experts, n, k, counts, data, torch.Generator(device=DEV).manual_seed(seed))
-            got, want = p.ggemm().float(), p.torch().float()
-            err = (got - want).abs().max().item()
-            scale = want.abs().max().item() + 1e-6
-            if not err <= 2e-2 * scale + 1e-2:
-                raise SystemExit(f"{name} ({data}): ggemm differs from torch._grouped_mm by {err} (max |torch| {scale})")
+            p.check(f"{name} ({data})")
             row = {"row": name, "data": data, "experts": experts, "m": p.m, "n": n, "k": k,
                    "routed_experts": p.routed_experts}
             dense = p.dense_call() if args.dense else None
