@@ -22,12 +22,14 @@
 
 #include "absl/flags/parse.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_config.h"
@@ -127,8 +129,11 @@ constexpr int kBackToBack = 20;
 // Cold: one call after an L2 flush (what a call costs on its own).
 // Sustained: kBackToBack calls back to back in one CUDA graph, no flush (how
 // a forward pass calls it; compute-bound rows run at the power cap there),
-// per call, with the SM clock and power read while each run is on the GPU.
+// per call, with the SM clock and power read while each run is on the GPU;
+// each row after kRestBeforeSustained of an idle GPU, so that a row does not
+// start at the clock the row before it left (bench/graph_timing.py, REST_S).
 enum class Mode { kCold, kSustained };
+constexpr std::chrono::milliseconds kRestBeforeSustained{500};
 
 void bench_shape(benchmark::State& state, int shape_index, Impl impl, Mode mode) {
   Session& s = *g_session;
@@ -182,6 +187,8 @@ void bench_shape(benchmark::State& state, int shape_index, Impl impl, Mode mode)
       state.SkipWithError(err.c_str());
       return;
     }
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    std::this_thread::sleep_for(kRestBeforeSustained);
   }
   // The clock and power, read while a back-to-back run is on the GPU.
   auto read_monitor = [&] {

@@ -2,16 +2,20 @@
 """ggemm's grouped GEMM beside torch._grouped_mm, on the same tensors, in one process.
 
     GGEMM_LIBRARY=build/libggemm.so PYTHONPATH=python python3 bench/compare_torch.py \\
-        [--data uniform,model] [--rows REGEX] [--json out.json]
+        [--data uniform,model] [--rows REGEX] [--modes cold,sustained,steady] [--json out.json]
 
 Every MoE row of the C++ benchmark (bench/gpu_buffers.cpp's shapes) and
 single- and few-token decode rows (1, 4 and 16 tokens of Qwen3-30B-A3B,
 Qwen3-235B-A22B and Mixtral-8x7B, top-k routing, gate_up and down), bf16,
 weights [E, N, K] (torch gets them as w.transpose(-2, -1), no copy), each
-timed two ways:
+timed three ways (--modes picks):
   cold       one call after an L2 flush, between CUDA events; median of 20
-  sustained  20 calls back to back in one CUDA graph, warm L2; per call,
-             median of 10 replays (how a forward pass calls them)
+  sustained  20 calls back to back in one CUDA graph, warm L2, after 0.5 s
+             of an idle GPU; per call, median of 10 replays (a burst, as one
+             forward pass calls them)
+  steady     the same graph timed after 1.5 s of its own replays: the clock
+             the power cap holds under seconds of this call alone
+             (bench/graph_timing.py)
 on uniform data (in (-1, 1)) and/or model-like data (normal activations,
 weights normal / sqrt(K)). Before timing, each row's ggemm output is checked
 against torch's. Prints one table per mode and data, with ggemm's speed-up
@@ -42,8 +46,10 @@ import zlib
 import torch
 
 import ggemm
+from graph_timing import STEADY_S, GpuMonitor, back_to_back, capture  # noqa: F401 (capture: dev scripts' import)
 
 DEV = "cuda"
+MODES = ("cold", "sustained", "steady")
 
 # (name, experts, routed rows, N, K, routing) as bench/gpu_buffers.cpp's kMoeShapes
 PREFILL = [
@@ -192,35 +198,17 @@ def cold_us(fn, flush, iters=20):
     return statistics.median(times)
 
 
-def capture(fn, calls):
-    """A CUDA graph of `calls` back-to-back calls of fn (replayed once), after a
-    warm-up call on a side stream (library, kernels, workspace, torch's caches)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    return graph
-
-
 def sustained_us(fn, calls=20, replays=10):
-    graph = capture(fn, calls)
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(replays):
-        start.record()
-        graph.replay()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3 / calls)
-    return statistics.median(times)
+    """us per call of fn back to back (sustained mode); the dev scripts' timer."""
+    return back_to_back(fn, calls, replays, NO_MONITOR)[0]
+
+
+class _NoMonitor:
+    def read(self):
+        return 0, 0.0
+
+
+NO_MONITOR = _NoMonitor()
 
 
 def copy_bandwidth():
@@ -243,12 +231,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="uniform,model", help="uniform, model or both (comma-separated)")
     ap.add_argument("--rows", default=".", help="regex over the row names")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"which of {', '.join(MODES)} to time")
     ap.add_argument("--json", help="write every measurement here")
     ap.add_argument("--dense", action="store_true",
                     help="also time a dense cuBLAS call beside each row (see above)")
     args = ap.parse_args()
+    modes = [m for m in MODES if m in args.modes.split(",")]
+    if not modes:
+        ap.error(f"--modes: none of {', '.join(MODES)}")
     torch.backends.cuda.matmul.allow_tf32 = False
-    flush = L2Flush()
+    flush, monitor = L2Flush(), GpuMonitor()
     bandwidth = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, ggemm {ggemm.version()}, "
           f"copy bandwidth {bandwidth * 1e-9:.0f} GB/s (read + write)")
@@ -268,35 +260,40 @@ def main():
             row = {"row": name, "data": data, "experts": experts, "m": p.m, "n": n, "k": k,
                    "routed_experts": p.routed_experts}
             dense = p.dense_call() if args.dense else None
-            for mode, timer in (("cold", lambda f: cold_us(f, flush)), ("sustained", sustained_us)):
-                row[f"ggemm_{mode}_us"] = timer(p.ggemm)
-                row[f"torch_{mode}_us"] = timer(p.torch)
-                if dense:
-                    row[f"dense_{mode}_us"] = timer(dense)
-            del dense
+            impls = [("ggemm", p.ggemm), ("torch", p.torch)] + ([("dense", dense)] if dense else [])
+            for mode in modes:
+                for impl, fn in impls:
+                    if mode == "cold":
+                        row[f"{impl}_cold_us"] = cold_us(fn, flush)
+                        continue
+                    us, mhz, _ = back_to_back(fn, 20, 10, monitor, STEADY_S if mode == "steady" else 0.0)
+                    row[f"{impl}_{mode}_us"], row[f"{impl}_{mode}_sm_mhz"] = us, mhz
+            del dense, impls
             # The weights the routed experts must read, at the copy bandwidth's read half.
             row["weight_floor_us"] = p.routed_experts * n * k * 2 / bandwidth * 1e6
             results.append(row)
-            print(f"  {data:7s} {name:40s} cold {row['ggemm_cold_us']:9.1f} / {row['torch_cold_us']:9.1f} us   "
-                  f"sustained {row['ggemm_sustained_us']:9.1f} / {row['torch_sustained_us']:9.1f} us"
-                  + (f"   dense {row['dense_cold_us']:9.1f} / {row['dense_sustained_us']:9.1f} us"
-                     if "dense_cold_us" in row else ""), flush=True)
+            print(f"  {data:7s} {name:40s} " + "   ".join(
+                f"{mode} {row[f'ggemm_{mode}_us']:9.1f} / {row[f'torch_{mode}_us']:9.1f} us"
+                + (f" (dense {row[f'dense_{mode}_us']:9.1f})" if f"dense_{mode}_us" in row else "")
+                for mode in modes), flush=True)
 
     for data in args.data.split(","):
-        for mode in ("cold", "sustained"):
+        for mode in modes:
             rs = [r for r in results if r["data"] == data]
             if not rs:
                 continue
             print(f"\n{mode}, {data} data: ggemm beside torch._grouped_mm\n")
             print("| row | experts used | M | N | K | ggemm us | torch us | ggemm speed-up | weight-read floor us "
-                  "| dense cuBLAS us | torch / dense |")
-            print("|---|---|---|---|---|---|---|---|---|---|---|")
+                  "| dense cuBLAS us | torch / dense | SM MHz (ggemm / torch) |")
+            print("|---|---|---|---|---|---|---|---|---|---|---|---|")
             for r in rs:
                 g, t = r[f"ggemm_{mode}_us"], r[f"torch_{mode}_us"]
                 d = r.get(f"dense_{mode}_us")
                 dense = f"{d:.1f} | {t / d:.2f}x" if d else "- | -"
+                clock = (f"{r[f'ggemm_{mode}_sm_mhz']:.0f} / {r[f'torch_{mode}_sm_mhz']:.0f}"
+                         if f"ggemm_{mode}_sm_mhz" in r else "-")
                 print(f"| {r['row']} | {r['routed_experts']} | {r['m']} | {r['n']} | {r['k']} | {g:.1f} | {t:.1f} | "
-                      f"{t / g:.2f}x | {r['weight_floor_us']:.1f} | {dense} |")
+                      f"{t / g:.2f}x | {r['weight_floor_us']:.1f} | {dense} | {clock} |")
             geo = math.exp(sum(math.log(r[f"torch_{mode}_us"] / r[f"ggemm_{mode}_us"]) for r in rs) / len(rs))
             print(f"\ngeometric mean speed-up ({mode}, {data}): {geo:.2f}x over {len(rs)} rows")
     if args.json:

@@ -2,7 +2,8 @@
 """The whole MoE feed-forward layer: ggemm.moe_ffn beside the best torch glue, on the same tensors, in one process.
 
     GGEMM_LIBRARY=build/libggemm.so PYTHONPATH=python python3 bench/moe_layer.py \\
-        [--models REGEX] [--tokens 1,4,16,64,512,4096] [--routing balanced,zipf] [--quick] [--json out.json]
+        [--models REGEX] [--tokens 1,4,16,64,512,4096] [--routing balanced,zipf]
+        [--modes sustained,cold,steady] [--quick] [--json out.json]
 
 Models (bf16; hidden, moe ffn, experts, top-k): Qwen3-30B-A3B (2048, 768,
 128, 8), Qwen3-235B-A22B (4096, 1536, 128, 8), Mixtral-8x7B (4096, 14336, 8,
@@ -23,12 +24,15 @@ Three implementations, on the same tensors:
   gemms   ggemm's two grouped GEMMs alone (store epilogue) on rows already
           gathered and sorted, routing built outside: what the layer costs
           beyond its GEMMs is layer / gemms
-Two modes (docs/performance.md):
-  sustained  a CUDA graph of 20 back-to-back calls, warm L2; per call, median
-             over the replays; the SM clock and board power read through NVML
-             while the replays run
+Three modes (docs/performance.md):
+  sustained  a CUDA graph of 20 back-to-back calls, warm L2, after 0.5 s of an
+             idle GPU; per call, median over the replays; the SM clock and
+             board power read through NVML while the replays run
   cold       the L2 flushed, then one call replayed from a one-call CUDA graph
              (so the host's launch time is not timed), between CUDA events; median
+  steady     the same graph timed after 1.5 s of its own replays: the clock the
+             power cap holds under seconds of this implementation alone
+             (bench/graph_timing.py)
 Before timing, each row checks the layer against the torch layer (max |a - b|
 / max |b|, which must stay under 2e-2, bf16's tolerance in compare_torch.py);
 a mismatch stops the run.
@@ -36,7 +40,6 @@ a mismatch stops the run.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import math
 import re
@@ -45,7 +48,8 @@ import sys
 import zlib
 
 import torch
-from compare_torch import L2Flush, capture  # the grouped GEMM comparison's flush and graph capture
+from compare_torch import L2Flush  # the grouped GEMM comparison's flush
+from graph_timing import STEADY_S, GpuMonitor, back_to_back, capture
 
 DEV = "cuda"
 CALLS = 20  # calls per sustained graph
@@ -173,54 +177,6 @@ def model_weights(model: str):
 # ---- timing ---------------------------------------------------------------------------
 
 
-class GpuMonitor:
-    """The SM clock (MHz) and board power (W) through NVML, opened at run time
-    as bench/gpu_monitor.h does; zeros where NVML is missing."""
-
-    def __init__(self, device: int = 0):
-        self.dev = None
-        try:
-            self.nvml = ctypes.CDLL("libnvidia-ml.so.1")
-        except OSError:
-            return
-        if self.nvml.nvmlInit_v2() != 0:
-            return
-        dev = ctypes.c_void_p()
-        props = torch.cuda.get_device_properties(device)
-        if hasattr(props, "pci_domain_id"):  # by PCI bus id, so CUDA_VISIBLE_DEVICES cannot mislead it
-            bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-            ok = self.nvml.nvmlDeviceGetHandleByPciBusId_v2(bus.encode(), ctypes.byref(dev)) == 0
-        else:
-            ok = self.nvml.nvmlDeviceGetHandleByIndex_v2(device, ctypes.byref(dev)) == 0
-        self.dev = dev if ok else None
-
-    def read(self):
-        if self.dev is None:
-            return 0, 0.0
-        mhz, mw = ctypes.c_uint(), ctypes.c_uint()
-        self.nvml.nvmlDeviceGetClockInfo(self.dev, 1, ctypes.byref(mhz))  # NVML_CLOCK_SM
-        self.nvml.nvmlDeviceGetPowerUsage(self.dev, ctypes.byref(mw))
-        return int(mhz.value), mw.value * 1e-3
-
-
-def sustained(fn, replays: int, monitor: GpuMonitor):
-    """(us per call, SM MHz, W): median over `replays` replays of a graph of CALLS calls;
-    clock and power read while the last replays run."""
-    graph = capture(fn, CALLS)
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times, samples = [], []
-    for _ in range(replays):
-        start.record()
-        graph.replay()
-        stop.record()
-        samples.append(monitor.read())  # the replay is in flight (enqueued, not waited for)
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3 / CALLS)
-    mhz = statistics.median(s[0] for s in samples)
-    watts = statistics.median(s[1] for s in samples)
-    return statistics.median(times), mhz, watts
-
-
 def cold(fn, flush, iters: int):
     """us of one call replayed from a graph after an L2 flush; median of `iters`."""
     graph = capture(fn, 1)
@@ -247,7 +203,11 @@ def max_rel_err(got, want) -> float:
 IMPLS = ("layer", "torch", "gemms")
 
 
-def run_row(model, tokens, routing, impls, replays, iters, flush, monitor):
+MODES = ("sustained", "cold", "steady")
+BACK_TO_BACK = ("sustained", "steady")  # the modes with a clock and power reading
+
+
+def run_row(model, tokens, routing, impls, modes, replays, iters, flush, monitor):
     p = Problem(model, tokens, routing)
     hidden, inter, experts, top_k = MODELS[model]
     row = {"model": model, "tokens": tokens, "routing": routing, "hidden": hidden, "intermediate": inter,
@@ -261,9 +221,14 @@ def run_row(model, tokens, routing, impls, replays, iters, flush, monitor):
                              f"max |a - b| / max |b| = {err:.3g} (limit {MAX_REL_ERR})")
     for impl in impls:
         fn = getattr(p, impl)
-        row[f"{impl}_sustained_us"], row[f"{impl}_sm_mhz"], row[f"{impl}_watts"] = sustained(fn, replays, monitor)
-        row[f"{impl}_cold_us"] = cold(fn, flush, iters)
-    for mode in ("sustained", "cold"):
+        for mode in modes:
+            if mode == "cold":
+                row[f"{impl}_cold_us"] = cold(fn, flush, iters)
+                continue
+            steady_s = STEADY_S if mode == "steady" else 0.0
+            us, mhz, watts = back_to_back(fn, CALLS, replays, monitor, steady_s)
+            row[f"{impl}_{mode}_us"], row[f"{impl}_{mode}_sm_mhz"], row[f"{impl}_{mode}_watts"] = us, mhz, watts
+    for mode in modes:
         if "layer" in impls and "torch" in impls:
             row[f"speedup_{mode}"] = row[f"torch_{mode}_us"] / row[f"layer_{mode}_us"]
         if "layer" in impls and "gemms" in impls:
@@ -288,7 +253,8 @@ def table(rows, impls, mode) -> str:
         if "layer / two GEMMs" in extra:
             cells.append(f"{r[f'layer_over_gemms_{mode}']:.2f}")
         first = impls[0]
-        cells += ([f"{r[f'{first}_sm_mhz']:.0f}", f"{r[f'{first}_watts']:.0f}"] if mode == "sustained" else ["", ""])
+        cells += ([f"{r[f'{first}_{mode}_sm_mhz']:.0f}", f"{r[f'{first}_{mode}_watts']:.0f}"]
+                  if mode in BACK_TO_BACK else ["", ""])
         cells.append(f"{r['max_rel_err']:.1e}" if "max_rel_err" in r else "")
         lines.append("| " + " | ".join(cells) + " |")
     if "layer speed-up vs torch" in extra and rows:
@@ -303,19 +269,21 @@ def main(argv=None):
     ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="comma-separated token counts")
     ap.add_argument("--routing", default="balanced", help="balanced, zipf or both (comma-separated)")
     ap.add_argument("--impls", default=",".join(IMPLS), help="which of layer, torch, gemms to run")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"which of {', '.join(MODES)} to time")
     ap.add_argument("--quick", action="store_true", help="fewer replays and iterations (a smoke run)")
     ap.add_argument("--json", help="write every measurement here")
     args = ap.parse_args(argv)
     impls = tuple(i for i in IMPLS if i in args.impls.split(","))
+    modes = tuple(m for m in MODES if m in args.modes.split(","))
     models = [m for m in MODELS if re.search(args.models, m)]
     tokens = [int(t) for t in args.tokens.split(",")]
-    if not impls or not models or any(t < 1 for t in tokens):
-        ap.error("nothing to run: check --impls, --models and --tokens (token counts >= 1)")
+    if not impls or not modes or not models or any(t < 1 for t in tokens):
+        ap.error("nothing to run: check --impls, --modes, --models and --tokens (token counts >= 1)")
     if not torch.cuda.is_available():
         print("SKIPPED: no CUDA device")
         return 0
     # Replays and iterations sized so that the default run (4 models x 6 token counts)
-    # takes about two minutes on an H200.
+    # takes about two minutes on an H200 (plus ~3 s a row and implementation in steady mode).
     replays, iters = (3, 5) if args.quick else (10, 20)
     torch.backends.cuda.matmul.allow_tf32 = False
     import ggemm
@@ -333,17 +301,18 @@ def main(argv=None):
     for model in models:
         for routing in args.routing.split(","):
             for t in tokens:
-                row = run_row(model, t, routing, impls, replays, iters, flush, monitor)
+                row = run_row(model, t, routing, impls, modes, replays, iters, flush, monitor)
                 rows.append(row)
                 print("  " + "  ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
                                        if k.endswith("_us") or k in ("model", "tokens", "routing")), flush=True)
-    for mode in ("sustained", "cold"):
+    for mode in modes:
         print(f"\n{mode}: the MoE layer (bf16)\n")
         print(table(rows, impls, mode))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                        "ggemm": version, "calls_per_graph": CALLS, "replays": replays, "cold_iters": iters,
+                       "steady_seconds": STEADY_S,
                        "rows": rows}, f, indent=1)
     return 0
 

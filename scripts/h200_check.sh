@@ -61,17 +61,17 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && wa
   echo "host time per Python call rc=$?:"; cat "$out/host_overhead.log"
 fi
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && want pybench; then
-  GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 900 python3 bench/compare_torch.py \
+  GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 1200 python3 bench/compare_torch.py \
     --json "$out/compare_torch.json" > "$out/compare_torch.log" 2>&1
   echo "ggemm beside torch._grouped_mm rc=$?:"; grep -E "^geometric" "$out/compare_torch.log"
-  # The whole MoE layer (ggemm.moe_ffn) beside the torch glue and ggemm's two GEMMs alone (~2-4 minutes).
-  GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 420 python3 bench/moe_layer.py \
+  # The whole MoE layer (ggemm.moe_ffn) beside the torch glue and ggemm's two GEMMs alone (~5-7 minutes).
+  GGEMM_LIBRARY=$PWD/build/libggemm.so PYTHONPATH=$PWD/python timeout 720 python3 bench/moe_layer.py \
     --json "$out/moe_layer.json" > "$out/moe_layer.log" 2>&1
   echo "MoE layer beside the torch layer rc=$?:"; grep -E "^geometric|differs" "$out/moe_layer.log"
 fi
 
 want bench || exit 0
-timeout 400 ./build/bench/ggemm_bench --benchmark_filter="$filter" --benchmark_out="$out/bench.json" \
+timeout 500 ./build/bench/ggemm_bench --benchmark_filter="$filter" --benchmark_out="$out/bench.json" \
   --benchmark_out_format=json > "$out/bench.txt" 2> "$out/bench.err"
 echo "bench rc=$?"
 python3 bench/summarize.py "$out/bench.json" 2>/dev/null | tail -16

@@ -7,6 +7,11 @@ and waits for the one before it, so a kernel's own duration includes that
 wait. What each stage adds to a call is the time from the previous stage's
 end to its own end ("adds"); the stages' adds sum to the call's period.
 The profiler adds a little to every kernel: compare within one run.
+Each graph is replayed for graph_timing.STEADY_S seconds before it is
+profiled, so every timeline is taken at the clock the power cap holds under
+that load (timed one after the other without it, the second graph ran in
+whatever clock state the first left: docs/performance.md, "Steady state at
+the power cap"). Compare whole calls with bench/moe_layer.py, not here.
 
   GGEMM_LIBRARY=build/libggemm.so PYTHONPATH=python python3 bench/dev/layer_timeline.py \
       [--rows qwen3_30b_a3b:1,mixtral_8x7b:1]
@@ -19,7 +24,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, "bench")
-from compare_torch import capture  # noqa: E402
+from graph_timing import STEADY_S, capture, replay_for  # noqa: E402
 from moe_layer import Problem  # noqa: E402
 
 CALLS = 20  # calls per graph
@@ -28,9 +33,7 @@ REPLAYS = 3  # profiled replays
 
 def timeline(fn, label: str) -> None:
     graph = capture(fn, CALLS)
-    for _ in range(5):
-        graph.replay()
-    torch.cuda.synchronize()
+    replay_for(graph, STEADY_S)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(REPLAYS):
             graph.replay()

@@ -71,12 +71,17 @@ def test_torch_layer_matches_the_fp32_reference(all_routed):
 def test_table_and_arguments():
     row = {"model": "m", "tokens": 4, "routing": "balanced", "rows": 8, "max_rel_err": 1e-3}
     for impl, us in (("layer", 10.0), ("torch", 30.0), ("gemms", 8.0)):
-        row.update({f"{impl}_sustained_us": us, f"{impl}_cold_us": 2 * us, f"{impl}_sm_mhz": 1980, f"{impl}_watts": 500.0})
+        row.update({f"{impl}_sustained_us": us, f"{impl}_cold_us": 2 * us, f"{impl}_sustained_sm_mhz": 1980,
+                    f"{impl}_sustained_watts": 500.0})
     row.update(speedup_sustained=3.0, speedup_cold=3.0, layer_over_gemms_sustained=1.25, layer_over_gemms_cold=1.25)
     text = moe_layer.table([row], moe_layer.IMPLS, "sustained")
     assert "| m | 4 | balanced | 8 | 10.0 | 30.0 | 8.0 | 3.00x | 1.25 | 1980 | 500 | 1.0e-03 |" in text
     assert "geometric mean layer speed-up vs torch (sustained): 3.00x" in text
+    # cold has no clock or power reading
+    assert "| m | 4 | balanced | 8 | 20.0 | 60.0 | 16.0 | 3.00x | 1.25 |  |  | 1.0e-03 |" in moe_layer.table([row], moe_layer.IMPLS, "cold")
     with pytest.raises(SystemExit):
         moe_layer.main(["--tokens", "0"])
     with pytest.raises(SystemExit):
         moe_layer.main(["--models", "no_such_model"])
+    with pytest.raises(SystemExit):
+        moe_layer.main(["--modes", "no_such_mode"])

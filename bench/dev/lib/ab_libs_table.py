@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ab_libs.sh's table: LABEL=JSON arguments (bench/compare_torch.py,
 bench/dev/layer_rows.py or bench/moe_layer.py --json output of each library
-and round). Per row and mode (sustained, cold): each library's median over
+and round). Per row and mode (sustained, steady, cold): each library's median over
 its rounds, its ratio to the first library's, and the anchor's (torch's
 grouped_mm or torch layer, where the JSON has it) time over each library's.
 """
@@ -10,7 +10,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-MODES = ("sustained", "cold")
+MODES = ("sustained", "steady", "cold")
 
 
 def rows_of(path):
