@@ -130,8 +130,8 @@ constexpr int kBackToBack = 20;
 // Sustained: kBackToBack calls back to back in one CUDA graph, no flush (how
 // a forward pass calls it; compute-bound rows run at the power cap there),
 // per call, with the SM clock and power read while each run is on the GPU;
-// each row after kRestBeforeSustained of an idle GPU, so that a row does not
-// start at the clock the row before it left (bench/graph_timing.py, REST_S).
+// each repetition after kRestBeforeSustained of an idle GPU, so that none
+// starts at the clock the one before it left (bench/graph_timing.py, REST_S).
 enum class Mode { kCold, kSustained };
 constexpr std::chrono::milliseconds kRestBeforeSustained{500};
 

@@ -10,6 +10,7 @@ Qwen3-235B-A22B and Mixtral-8x7B, top-k routing, gate_up and down), bf16,
 weights [E, N, K] (torch gets them as w.transpose(-2, -1), no copy), each
 timed three ways (--modes picks):
   cold       one call after an L2 flush, between CUDA events; median of 20
+             (after 0.5 s of an idle GPU, as sustained)
   sustained  20 calls back to back in one CUDA graph, warm L2, after 0.5 s
              of an idle GPU; per call, median of 10 replays (a burst, as one
              forward pass calls them)
@@ -41,12 +42,13 @@ import json
 import math
 import re
 import statistics
+import time
 import zlib
 
 import torch
 
 import ggemm
-from graph_timing import STEADY_S, GpuMonitor, back_to_back, capture  # noqa: F401 (capture: dev scripts' import)
+from graph_timing import REST_S, STEADY_S, GpuMonitor, back_to_back, capture  # noqa: F401 (capture: dev scripts' import)
 
 DEV = "cuda"
 MODES = ("cold", "sustained", "steady")
@@ -186,6 +188,9 @@ class L2Flush:
 
 
 def cold_us(fn, flush, iters=20):
+    """us of one call after an L2 flush, median of `iters`, after REST_S of an idle GPU
+    (so that no row starts at the clock the previous row's load left)."""
+    time.sleep(REST_S)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(iters):
@@ -236,9 +241,10 @@ def main():
     ap.add_argument("--dense", action="store_true",
                     help="also time a dense cuBLAS call beside each row (see above)")
     args = ap.parse_args()
-    modes = [m for m in MODES if m in args.modes.split(",")]
-    if not modes:
-        ap.error(f"--modes: none of {', '.join(MODES)}")
+    asked = args.modes.split(",")
+    modes = [m for m in MODES if m in asked]
+    if not modes or any(m not in MODES for m in asked):
+        ap.error(f"--modes {args.modes}: a comma-separated list of {', '.join(MODES)}")
     torch.backends.cuda.matmul.allow_tf32 = False
     flush, monitor = L2Flush(), GpuMonitor()
     bandwidth = copy_bandwidth()
@@ -298,8 +304,8 @@ def main():
             print(f"\ngeometric mean speed-up ({mode}, {data}): {geo:.2f}x over {len(rs)} rows")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "copy_bytes_per_s": bandwidth, "rows": results}, f,
-                      indent=1)
+            json.dump({"device": torch.cuda.get_device_name(), "copy_bytes_per_s": bandwidth, "modes": modes,
+                       "rest_seconds": REST_S, "steady_seconds": STEADY_S, "rows": results}, f, indent=1)
 
 
 if __name__ == "__main__":

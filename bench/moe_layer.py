@@ -29,7 +29,8 @@ Three modes (docs/performance.md):
              idle GPU; per call, median over the replays; the SM clock and
              board power read through NVML while the replays run
   cold       the L2 flushed, then one call replayed from a one-call CUDA graph
-             (so the host's launch time is not timed), between CUDA events; median
+             (so the host's launch time is not timed), between CUDA events; median;
+             after 0.5 s of an idle GPU, as sustained
   steady     the same graph timed after 1.5 s of its own replays: the clock the
              power cap holds under seconds of this implementation alone
              (bench/graph_timing.py)
@@ -45,11 +46,12 @@ import math
 import re
 import statistics
 import sys
+import time
 import zlib
 
 import torch
 from compare_torch import L2Flush  # the grouped GEMM comparison's flush
-from graph_timing import STEADY_S, GpuMonitor, back_to_back, capture
+from graph_timing import REST_S, STEADY_S, GpuMonitor, back_to_back, capture
 
 DEV = "cuda"
 CALLS = 20  # calls per sustained graph
@@ -178,8 +180,10 @@ def model_weights(model: str):
 
 
 def cold(fn, flush, iters: int):
-    """us of one call replayed from a graph after an L2 flush; median of `iters`."""
+    """us of one call replayed from a graph after an L2 flush; median of `iters`, after
+    REST_S of an idle GPU (no row starts at the clock the previous row's load left)."""
     graph = capture(fn, 1)
+    time.sleep(REST_S)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(iters):
@@ -275,6 +279,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     impls = tuple(i for i in IMPLS if i in args.impls.split(","))
     modes = tuple(m for m in MODES if m in args.modes.split(","))
+    if any(m not in MODES for m in args.modes.split(",")):
+        modes = ()  # an unknown mode: refused below
     models = [m for m in MODELS if re.search(args.models, m)]
     tokens = [int(t) for t in args.tokens.split(",")]
     if not impls or not modes or not models or any(t < 1 for t in tokens):
@@ -312,7 +318,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                        "ggemm": version, "calls_per_graph": CALLS, "replays": replays, "cold_iters": iters,
-                       "steady_seconds": STEADY_S,
+                       "modes": list(modes), "rest_seconds": REST_S, "steady_seconds": STEADY_S,
                        "rows": rows}, f, indent=1)
     return 0
 

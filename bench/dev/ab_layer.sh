@@ -5,8 +5,8 @@
 # through each library in turn, A, B, ..., A, B, ... (one process per
 # library and round: the library is loaded once per process). A's first
 # round also times the torch layer and ggemm's two GEMMs alone, for the
-# ratios the issues ask for. Prints, per row, each variant's sustained and
-# cold median and its ratio to A.
+# ratios the issues ask for. Prints, per row, each variant's median in each
+# mode moe_layer.py timed (sustained, steady, cold) and its ratio to A.
 #
 #   bench/dev/run.sh ab_layer /tmp/b.patch                      # every model, 1..4096 tokens
 #   bench/dev/run.sh ab_layer .baseline/variant 2 --tokens 4096,1 --models qwen3

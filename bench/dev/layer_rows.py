@@ -12,7 +12,8 @@ partial row blocks show.
         [--rows REGEX] [--json out.json] [--once]
 
 Timed as bench/compare_torch.py times (cold: one call after an L2 flush,
-median of 20; sustained: a CUDA graph of 20 calls, median of 10 replays),
+median of 20; sustained: a CUDA graph of 20 calls, median of 10 replays;
+each after 0.5 s of an idle GPU; no steady mode),
 beside torch._grouped_mm, after checking ggemm's output against it. With
 --once each row is called once, untimed, with the bytes an ideal call
 moves printed beside it: run it under
