@@ -42,13 +42,12 @@ import json
 import math
 import re
 import statistics
-import time
 import zlib
 
 import torch
 
 import ggemm
-from graph_timing import REST_S, STEADY_S, GpuMonitor, back_to_back, capture  # noqa: F401 (capture: dev scripts' import)
+from graph_timing import REST_S, STEADY_S, GpuMonitor, back_to_back, capture, pick_modes, rest  # noqa: F401 (capture: dev scripts' import)
 
 DEV = "cuda"
 MODES = ("cold", "sustained", "steady")
@@ -190,7 +189,7 @@ class L2Flush:
 def cold_us(fn, flush, iters=20):
     """us of one call after an L2 flush, median of `iters`, after REST_S of an idle GPU
     (so that no row starts at the clock the previous row's load left)."""
-    time.sleep(REST_S)
+    rest()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(iters):
@@ -205,15 +204,7 @@ def cold_us(fn, flush, iters=20):
 
 def sustained_us(fn, calls=20, replays=10):
     """us per call of fn back to back (sustained mode); the dev scripts' timer."""
-    return back_to_back(fn, calls, replays, NO_MONITOR)[0]
-
-
-class _NoMonitor:
-    def read(self):
-        return 0, 0.0
-
-
-NO_MONITOR = _NoMonitor()
+    return back_to_back(fn, calls, replays)[0]
 
 
 def copy_bandwidth():
@@ -241,9 +232,8 @@ def main():
     ap.add_argument("--dense", action="store_true",
                     help="also time a dense cuBLAS call beside each row (see above)")
     args = ap.parse_args()
-    asked = args.modes.split(",")
-    modes = [m for m in MODES if m in asked]
-    if not modes or any(m not in MODES for m in asked):
+    modes = pick_modes(args.modes, MODES)
+    if not modes:
         ap.error(f"--modes {args.modes}: a comma-separated list of {', '.join(MODES)}")
     torch.backends.cuda.matmul.allow_tf32 = False
     flush, monitor = L2Flush(), GpuMonitor()
@@ -272,7 +262,7 @@ def main():
                     if mode == "cold":
                         row[f"{impl}_cold_us"] = cold_us(fn, flush)
                         continue
-                    us, mhz, _ = back_to_back(fn, 20, 10, monitor, STEADY_S if mode == "steady" else 0.0)
+                    us, mhz, _ = back_to_back(fn, 20, 10, monitor, steady=mode == "steady")
                     row[f"{impl}_{mode}_us"], row[f"{impl}_{mode}_sm_mhz"] = us, mhz
             del dense, impls
             # The weights the routed experts must read, at the copy bandwidth's read half.
@@ -304,7 +294,7 @@ def main():
             print(f"\ngeometric mean speed-up ({mode}, {data}): {geo:.2f}x over {len(rs)} rows")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "copy_bytes_per_s": bandwidth, "modes": modes,
+            json.dump({"device": torch.cuda.get_device_name(), "copy_bytes_per_s": bandwidth, "modes": list(modes),
                        "rest_seconds": REST_S, "steady_seconds": STEADY_S, "rows": results}, f, indent=1)
 
 

@@ -74,6 +74,20 @@ class GpuMonitor:
         return int(mhz.value), mw.value * 1e-3
 
 
+def pick_modes(text: str, known) -> tuple:
+    """The modes a comma-separated --modes names, in `known`'s order; empty
+    when it names none or any that is not known (the caller refuses it)."""
+    asked = text.split(",")
+    if any(m not in known for m in asked):
+        return ()
+    return tuple(m for m in known if m in asked)
+
+
+def rest() -> None:
+    """REST_S of an idle GPU (the host sleeps; nothing is queued)."""
+    time.sleep(REST_S)
+
+
 def replay_for(graph, seconds: float) -> None:
     """Replays `graph` back to back for `seconds` (each replay waited for, so
     the host never queues far ahead of the GPU)."""
@@ -83,24 +97,24 @@ def replay_for(graph, seconds: float) -> None:
         torch.cuda.synchronize()
 
 
-def back_to_back(fn, calls: int, replays: int, monitor: GpuMonitor, steady_s: float = 0.0):
+def back_to_back(fn, calls: int, replays: int, monitor: GpuMonitor | None = None, steady: bool = False):
     """(us per call, SM MHz, W) of fn in a graph of `calls` calls: the median
-    over `replays` timed replays, after `steady_s` seconds of untimed ones
-    (STEADY_S: steady mode), or with steady_s 0 after REST_S seconds of
-    rest (sustained mode). Clock and power are read while each timed replay
-    is in flight; their medians."""
+    over `replays` timed replays, after STEADY_S seconds of untimed ones
+    (steady mode) or after rest() (sustained mode). Clock and power are read
+    while each timed replay is in flight (zeros without a monitor); their
+    medians."""
     graph = capture(fn, calls)
-    if steady_s > 0:
-        replay_for(graph, steady_s)
+    if steady:
+        replay_for(graph, STEADY_S)
     else:
-        time.sleep(REST_S)
+        rest()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times, samples = [], []
     for _ in range(replays):
         start.record()
         graph.replay()
         stop.record()
-        samples.append(monitor.read())  # the replay is in flight (enqueued, not waited for)
+        samples.append(monitor.read() if monitor else (0, 0.0))  # the replay is in flight (enqueued, not waited for)
         stop.synchronize()
         times.append(start.elapsed_time(stop) * 1e3 / calls)
     mhz = statistics.median(s[0] for s in samples)

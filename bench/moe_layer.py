@@ -46,12 +46,11 @@ import math
 import re
 import statistics
 import sys
-import time
 import zlib
 
 import torch
 from compare_torch import L2Flush  # the grouped GEMM comparison's flush
-from graph_timing import REST_S, STEADY_S, GpuMonitor, back_to_back, capture
+from graph_timing import REST_S, STEADY_S, GpuMonitor, back_to_back, capture, pick_modes, rest
 
 DEV = "cuda"
 CALLS = 20  # calls per sustained graph
@@ -183,7 +182,7 @@ def cold(fn, flush, iters: int):
     """us of one call replayed from a graph after an L2 flush; median of `iters`, after
     REST_S of an idle GPU (no row starts at the clock the previous row's load left)."""
     graph = capture(fn, 1)
-    time.sleep(REST_S)
+    rest()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(iters):
@@ -229,8 +228,7 @@ def run_row(model, tokens, routing, impls, modes, replays, iters, flush, monitor
             if mode == "cold":
                 row[f"{impl}_cold_us"] = cold(fn, flush, iters)
                 continue
-            steady_s = STEADY_S if mode == "steady" else 0.0
-            us, mhz, watts = back_to_back(fn, CALLS, replays, monitor, steady_s)
+            us, mhz, watts = back_to_back(fn, CALLS, replays, monitor, steady=mode == "steady")
             row[f"{impl}_{mode}_us"], row[f"{impl}_{mode}_sm_mhz"], row[f"{impl}_{mode}_watts"] = us, mhz, watts
     for mode in modes:
         if "layer" in impls and "torch" in impls:
@@ -278,9 +276,7 @@ def main(argv=None):
     ap.add_argument("--json", help="write every measurement here")
     args = ap.parse_args(argv)
     impls = tuple(i for i in IMPLS if i in args.impls.split(","))
-    modes = tuple(m for m in MODES if m in args.modes.split(","))
-    if any(m not in MODES for m in args.modes.split(",")):
-        modes = ()  # an unknown mode: refused below
+    modes = pick_modes(args.modes, MODES)
     models = [m for m in MODELS if re.search(args.models, m)]
     tokens = [int(t) for t in args.tokens.split(",")]
     if not impls or not modes or not models or any(t < 1 for t in tokens):
@@ -289,7 +285,8 @@ def main(argv=None):
         print("SKIPPED: no CUDA device")
         return 0
     # Replays and iterations sized so that the default run (4 models x 6 token counts)
-    # takes about two minutes on an H200 (plus ~3 s a row and implementation in steady mode).
+    # takes about two minutes on an H200, plus ~2.5 s a row and implementation for the
+    # rests and the steady mode.
     replays, iters = (3, 5) if args.quick else (10, 20)
     torch.backends.cuda.matmul.allow_tf32 = False
     import ggemm
