@@ -237,7 +237,7 @@ uint32_t decode_gemv_filter(const DeviceProps &props, const GroupedShape &shape,
   if (shape.max_rows_per_group > 0 && max_rows > int64_t(tile_m)) return 0;
   // The GEMV streams the routed weights at 0.85-0.9 of the copy floor
   // whatever the call; the persistent kernel's pipelines reach more as the
-  // rows grow (0.67 of it at one token of top-8, 0.92-1.0 at 16): measured
+  // rows grow: measured
   // on the H200 (sustained, docs/performance.md) at 16 tokens of top-8, M
   // 128, groups of up to 3 rows in tiles of 4, Qwen3-30B down took 65.8 us
   // on the GEMV against 62.1, Qwen3-235B gate_up 509 against 486 cold; at 4

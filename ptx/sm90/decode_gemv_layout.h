@@ -20,7 +20,7 @@ constexpr uint32_t kDecodeGemvTileN = 4 * kDecodeGemvRows;  // weight rows a til
 // second K step's loads after the first's FMAs, half the bytes in flight,
 // and at three CTAs an SM those kernels took 12-18% longer than the 136-
 // register ones (H200, docs/performance.md), while Qwen3-30B-A3B down at
-// one token, 512 tiles, gains a whole wave at four (9.5 -> 8.7 us).
+// one token, 512 tiles, gains a whole wave at four (9.6 -> 8.9 us sustained).
 GGEMM_HOST_DEVICE constexpr uint32_t decode_gemv_max_ctas_per_sm(uint32_t tile_m) { return tile_m == 1 ? 4 : 3; }
 constexpr uint32_t kDecodeGemvMinCtasPerSm = 3;
 // Rows a tile (the kernels of ptx/sm90/kernel_table.h): the products of a
