@@ -237,12 +237,11 @@ uint32_t decode_gemv_filter(const DeviceProps &props, const GroupedShape &shape,
   if (shape.max_rows_per_group > 0 && max_rows > int64_t(tile_m)) return 0;
   // The GEMV streams the routed weights at 0.85-0.9 of the copy floor
   // whatever the call; the persistent kernel's pipelines reach more as the
-  // rows grow: measured
-  // on the H200 (sustained, docs/performance.md) at 16 tokens of top-8, M
-  // 128, groups of up to 3 rows in tiles of 4, Qwen3-30B down took 65.8 us
-  // on the GEMV against 62.1, Qwen3-235B gate_up 509 against 486 cold; at 4
-  // tokens, M 32, every call won on it. So the GEMV keeps to M <= 64 (8
-  // tokens of top-8).
+  // rows grow: measured on the H200 (sustained, docs/performance.md) at 16
+  // tokens of top-8, M 128, groups of up to 3 rows in tiles of 4, Qwen3-30B
+  // down took 65.8 us on the GEMV against 62.1, Qwen3-235B gate_up 509
+  // against 486 cold; at 4 tokens, M 32, every call won on it. So the GEMV
+  // keeps to M <= 64 (8 tokens of top-8).
   if (shape.m > kDecodeGemvMaxCallRows) return 0;
   return decode_gemv_waves(props, shape, tile_m).fill >= kDecodeGemvMinWaveFill ? tile_m : 0;
 }
