@@ -310,6 +310,7 @@ int main(int argc, char** argv) {
   lora_env.stream = s.stream;
   lora_env.cublas = s.cublas.get();
   lora_env.flusher = s.flusher.get();
+  lora_env.monitor = s.monitor.get();
   lora_env.ceilings = s.ceilings;
   register_lora_benchmarks(lora_env);
   register_harness_benchmarks(s.stream, s.flusher.get());

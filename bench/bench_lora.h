@@ -10,6 +10,7 @@
 #include "ceilings.h"
 #include "cublas_baselines.h"
 #include "ggemm.h"
+#include "gpu_monitor.h"
 #include "timing.h"
 
 namespace ggemm::bench {
@@ -19,12 +20,14 @@ struct LoraBenchEnv {
   cudaStream_t stream = nullptr;
   const CublasHandle* cublas = nullptr;  // bound to `stream`
   L2Flusher* flusher = nullptr;
+  GpuMonitor* monitor = nullptr;  // SM clock and power for the sustained rows, or null
   Ceilings ceilings;
 };
 
 // Registers every "lora_expand_qkv_<shape>/<impl>" and
 // "lora_shrink_qkv_<shape>/<impl>" benchmark (so --benchmark_filter=lora
-// selects them).
+// selects them), and "<...>/<impl>/sustained" for the real shapes (calls
+// back to back in one CUDA graph, warm L2, as a forward pass calls them).
 void register_lora_benchmarks(const LoraBenchEnv& env);
 
 // Frees the LoRA problem data and cuBLAS graph; call before the stream and

@@ -104,6 +104,19 @@ def main(path):
                 ot = (f"{o['us_in_stream']:.1f} | {o['frac_copy_in_stream']:.2f} | "
                       f"{o['us_in_stream'] / gg['us_in_stream']:.2f}x" if o and "us_in_stream" in o else "- | - | -")
                 print(f"| {shape} | {gg['us_in_stream']:.1f} | {gg['frac_copy_in_stream']:.2f} | {ot} |")
+        # Back to back (bench_lora.cpp's sustained rows): 20 calls in one
+        # CUDA graph, warm L2, per call, with the SM clock and power.
+        sustained = [s for s in lora if "_probe_" not in s and "ggemm/sustained" in rows[s]]
+        if sustained:
+            print("\n| LoRA shape, sustained | ggemm us | of copy bw | cuBLAS loop us | loop of copy bw | "
+                  "vs loop | SM MHz | W |")
+            print("|---|---|---|---|---|---|---|---|")
+            for shape in sustained:
+                g, o = rows[shape]["ggemm/sustained"], rows[shape].get("cublas_loop_graph/sustained")
+                ot = (f"{o['us_median']:.1f} | {o['frac_copy']:.2f} | {o['us_median'] / g['us_median']:.2f}x"
+                      if o else "- | - | -")
+                print(f"| {shape} | {g['us_median']:.1f} | {g['frac_copy']:.2f} | {ot} | "
+                      f"{g.get('sm_mhz', 0):.0f} | {g.get('watts', 0):.0f} |")
         # Probe rows (bench_lora.cpp, --benchmark_filter=probe): parts of a
         # call taken away, beside cudaMemsetAsync of the same outputs.
         probes = [shape for shape in lora if "_probe_" in shape]

@@ -872,16 +872,24 @@ TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
 // A call captured in a CUDA graph, replayed with other offsets (or group
 // ends), expert ids and active counts written to the same device arrays
 // between replays.
-void run_graph_replay(ggemm_handle_t handle, bool group_ends) {
+// A call captured once and replayed with new group sizes, ids and active
+// counts, each replay checked against the reference. Prefill-sized groups
+// with no row bound; or decode-sized ones (decode = true: groups of 0 to 4
+// rows, the caller's bound 4 holding in every replay, the row-scale
+// epilogue of a MoE down projection): the automatic plan runs them on the
+// persistent kernel's narrow decode tiles (16 x 64 on the H200), the
+// forced-plan suite's --decode_gemv=where_possible on the decode GEMV.
+void run_graph_replay(ggemm_handle_t handle, bool group_ends, bool decode = false) {
   const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + (group_ends ? ", group ends" : ""));
+  SCOPED_TRACE("seed " + std::to_string(seed) + (group_ends ? ", group ends" : "") + (decode ? ", decode" : ""));
   Rng rng(seed);
   Case c{"graph"};
-  c.rows = {100, 50, 200, 10};
-  c.n = 512;
-  c.k = 256;
-  c.unowned_rows = 200;  // room for the replays' larger groups
+  c.rows = decode ? std::vector<int64_t>{1, 2, 0, 4} : std::vector<int64_t>{100, 50, 200, 10};
+  c.n = decode ? 1536 : 512;
+  c.k = decode ? 2048 : 256;
+  c.unowned_rows = decode ? 9 : 200;  // room for the replays' larger groups
   c.group_ends = group_ends;
+  if (decode) c.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
   Problem p(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(p));
   cudaStream_t stream;
@@ -889,13 +897,15 @@ void run_graph_replay(ggemm_handle_t handle, bool group_ends) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   ggemm_grouped_matmul_args dev = p.args(true, nullptr);
-  dev.max_rows_per_group = 0;  // the replays change the sizes
+  dev.max_rows_per_group = decode ? 4 : 0;  // without a bound: the replays change the sizes
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   GGEMM_OK(ggemm_grouped_matmul(handle, &dev, stream));
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
 
-  const std::vector<std::vector<int64_t>> replays = {{100, 50, 200, 10}, {0, 300, 1, 160}, {7, 7, 7, 7}, {400, 0, 0, 0}};
+  const std::vector<std::vector<int64_t>> replays =
+      decode ? std::vector<std::vector<int64_t>>{{1, 2, 0, 4}, {4, 4, 4, 4}, {0, 1, 3, 2}, {2, 0, 0, 0}}
+             : std::vector<std::vector<int64_t>>{{100, 50, 200, 10}, {0, 300, 1, 160}, {7, 7, 7, 7}, {400, 0, 0, 0}};
   const std::vector<uint32_t> actives = {4, 4, 2, 1};
   for (size_t r = 0; r < replays.size(); ++r) {
     std::vector<uint32_t> offsets = {0};
@@ -983,6 +993,12 @@ TEST(GroupedMatmulGpuGraph, ReplayWithNewDeviceCounts) {
 TEST(GroupedMatmulGpuGraph, ReplayWithNewGroupEnds) {
   GGEMM_REQUIRE_GPU(handle);
   run_graph_replay(handle, true);
+}
+
+TEST(GroupedMatmulGpuGraph, DecodeReplayWithNewRouting) {
+  GGEMM_REQUIRE_GPU(handle);
+  run_graph_replay(handle, false, true);
+  run_graph_replay(handle, true, true);
 }
 
 // Malformed device-side routing arrays (what the host cannot check without a
@@ -1145,6 +1161,97 @@ TEST(GroupedMatmulGpuHostile, GatherIndicesPastTheLastStatedEndAreChecked) {
   uint32_t status = 0;
   CUDA_OK(cudaMemcpy(&status, d_status.get(), 4, cudaMemcpyDeviceToHost));
   EXPECT_EQ(status, uint32_t(GGEMM_DEVICE_FAULT_OFFSETS_NOT_MONOTONE | GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE));
+}
+
+// Gather indices outside [0, a_rows) passed directly (-1, -7, a_rows,
+// INT32_MAX in rows the groups own): the kernels read zeros for those rows,
+// as the reference does, write nothing outside C (64 KiB guard bands of
+// poison on both sides) and, in checked mode, report exactly
+// GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE; unchecked, nothing. Prefill groups
+// (the persistent kernel's one-row TMA boxes), store, row scale and SwiGLU;
+// decode groups under a row bound (the decode GEMV, automatic or forced);
+// a K of 24 (the short-K swizzle's gathered rows).
+void run_hostile_gather(const Case &c, int64_t row_bound) {
+  ggemm_handle_t handle = nullptr;  // its own: checked mode is per handle
+  GGEMM_OK(ggemm_create(&handle, 0));
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + ", " + c.name);
+  Rng rng(seed);
+  Problem p(c, rng);
+  ASSERT_NO_FATAL_FAILURE(upload(p));
+  const size_t guard = 64 << 10, c_bytes = p.c_init.size();
+  std::vector<uint8_t> band(guard);
+  poison(band.data(), band.size());
+  std::vector<uint8_t> whole = band;  // band, C as the problem starts it, band
+  whole.insert(whole.end(), p.c_init.begin(), p.c_init.end());
+  whole.insert(whole.end(), band.begin(), band.end());
+  DeviceBuffer d_whole, d_status;
+  ASSERT_TRUE(d_whole.alloc(whole.size()));
+  ASSERT_TRUE(d_status.alloc(4));
+  const std::vector<uint8_t> expected = reference_output(p);
+  for (bool checked : {true, false}) {
+    SCOPED_TRACE(checked ? "checked" : "unchecked");
+    CUDA_OK(cudaMemcpy(d_whole.get(), whole.data(), whole.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(d_status.get(), 0, 4));
+    GGEMM_OK(ggemm_set_device_status(handle, checked ? d_status.as<uint32_t>() : nullptr));
+    ggemm_grouped_matmul_args dev = p.args(true, nullptr);
+    dev.c = d_whole.as<uint8_t>() + guard;
+    dev.max_rows_per_group = row_bound;
+    GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint8_t> got(whole.size());
+    CUDA_OK(cudaMemcpy(got.data(), d_whole.get(), got.size(), cudaMemcpyDeviceToHost));
+    uint32_t status = 0;
+    CUDA_OK(cudaMemcpy(&status, d_status.get(), 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(status, checked ? uint32_t(GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE) : 0u) << "device status bits";
+    EXPECT_EQ(0, std::memcmp(got.data(), whole.data(), guard)) << "written before C";
+    EXPECT_EQ(0, std::memcmp(got.data() + guard + c_bytes, whole.data() + guard + c_bytes, guard))
+        << "written after C";
+    EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data() + guard, p.m, p.c_cols, default_atol(c.out, c.k),
+                               default_rtol(c.out)));
+  }
+  GGEMM_OK(ggemm_destroy(handle));
+}
+
+TEST(GroupedMatmulGpuHostile, GatherIndicesOutOfRangeReadZerosAndAreReported) {
+  GGEMM_REQUIRE_GPU(shared_handle);
+  (void)shared_handle;
+  for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_SWIGLU}) {
+    Case c{std::string("prefill_") +
+           (e == GGEMM_EPILOGUE_STORE ? "store" : e == GGEMM_EPILOGUE_ROW_SCALE ? "row_scale" : "swiglu")};
+    c.rows = {31, 300, 0, 64};
+    c.experts = {0, 1, -1, 2};
+    c.n = 384;
+    c.k = 320;
+    c.epilogue = e;
+    c.gather_rows = 97;
+    c.hostile_index = true;
+    run_hostile_gather(c, 0);
+  }
+  {
+    Case c{"decode_swiglu_fp16"};
+    c.rows = {1, 2, 0, 4, 1};
+    c.experts = {0, 1, 2, -1, 3};
+    c.n = 48;
+    c.k = 520;
+    c.in = c.out = GGEMM_DTYPE_FP16;
+    c.epilogue = GGEMM_EPILOGUE_SWIGLU;
+    c.gather_rows = 7;
+    c.hostile_index = true;
+    c.unowned_rows = 0;
+    run_hostile_gather(c, 4);
+  }
+  {
+    Case c{"short_k24"};
+    c.rows = {9, 40, 0, 3};
+    c.num_experts = 4;
+    c.n = 200;
+    c.k = 24;
+    c.gather_rows = 50;
+    c.hostile_index = true;
+    run_hostile_gather(c, 0);
+  }
 }
 
 TEST(AbiCheckedMode, SetDeviceStatusChecksItsArguments) {

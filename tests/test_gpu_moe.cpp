@@ -29,8 +29,9 @@ namespace ggemm::testing {
 namespace {
 
 // Bytes of guard band on each side of an output (a multiple of 256, so the
-// output keeps the allocation's alignment).
-constexpr size_t kGuardBytes = 256;
+// output keeps the allocation's alignment): 64 KiB, as the grouped GEMM's
+// hostile-routing tests, so a write a tile or a row away is caught.
+constexpr size_t kGuardBytes = 64 << 10;
 
 // A device array of `bytes` between two guard bands, all poisoned.
 class GuardedBuffer {
@@ -446,7 +447,7 @@ const CombineCase kCombineCases[] = {
     {"Bf16", kBf16, kBf16, 300, 4, 256, false, false},
     {"Fp16", kFp16, kFp16, 300, 4, 256, false, false},
     {"Bf16ToFp32", kBf16, kFp32, 129, 8, 1024, false, false},
-    {"Fp16ToFp32Accumulate", kFp16, kFp32, 77, 2, 7168, false, false},
+    {"Fp16ToFp32Accumulate", kFp16, kFp32, 77, 2, 7168, true, false},
     {"Bf16AccumulateFp32", kBf16, kFp32, 200, 6, 4096, true, false},
     {"OneToken", kBf16, kBf16, 1, 8, 8, false, false},
     {"NarrowRows", kFp16, kFp16, 1000, 3, 24, false, false},
@@ -591,15 +592,15 @@ size_t ffn_case(const char *name) {
 struct DeviceFfn {
   Bytes x, w_gate_up, w_down;
   Routing routing;
-  DeviceBuffer d_x, d_wgu, d_wd, d_ids, d_weights, workspace;
-  GuardedBuffer d_out;
+  DeviceBuffer d_x, d_wgu, d_wd, d_ids, d_weights;
+  GuardedBuffer d_out, workspace;
   ggemm_moe_ffn_args args{};
 
   DeviceFfn(const FfnCase &c, Rng &rng)
       : x(size_t(c.tokens * c.hidden) * 2), w_gate_up(size_t(c.local * 2 * c.intermediate * c.hidden) * 2),
         w_down(size_t(c.local * c.hidden * c.intermediate) * 2),
         routing(make_routing(c.pattern, c.tokens, c.k, c.num_experts, rng)),
-        d_out(size_t(c.tokens * c.hidden) * 2) {
+        d_out(size_t(c.tokens * c.hidden) * 2), workspace(workspace_bytes(c)) {
     // Weights scaled by 1 / sqrt(depth), so every product stays near 1.
     fill_random(c.dtype, x.data(), size_t(c.tokens * c.hidden), rng);
     const float gu = 1.f / std::sqrt(float(c.hidden)), dn = 1.f / std::sqrt(float(c.intermediate));
@@ -618,12 +619,21 @@ struct DeviceFfn {
     args.x = d_x.get(), args.w_gate_up = d_wgu.get(), args.w_down = d_wd.get();
     args.topk_ids = d_ids.as<int32_t>(), args.topk_weights = d_weights.as<float>();
     args.out = d_out.get();
-    size_t bytes = 0;
-    EXPECT_EQ(ggemm_moe_ffn_workspace_size(&args, &bytes), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
-    EXPECT_TRUE(workspace.alloc(bytes));
-    EXPECT_EQ(cudaMemset(workspace.get(), 0xFF, bytes), cudaSuccess);
-    args.workspace = workspace.get(), args.workspace_bytes = bytes;
+    args.workspace = workspace.get(), args.workspace_bytes = workspace.bytes();
   }
+  // The workspace the layer asks for (poisoned, between guard bands).
+  static size_t workspace_bytes(const FfnCase &c) {
+    ggemm_moe_ffn_args a{};
+    a.struct_size = sizeof a;
+    a.dtype = c.dtype;
+    a.num_tokens = c.tokens, a.hidden = c.hidden, a.intermediate = c.intermediate, a.top_k = c.k;
+    a.num_experts = c.num_experts, a.first_expert = c.first, a.local_experts = c.local;
+    size_t bytes = 0;
+    EXPECT_EQ(ggemm_moe_ffn_workspace_size(&a, &bytes), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    return bytes;
+  }
+  // Out poisoned again (before another call).
+  void poison_out() { EXPECT_EQ(cudaMemset(d_out.get(), 0xFF, d_out.bytes()), cudaSuccess); }
   void upload_routing() {
     EXPECT_EQ(cudaMemcpy(d_ids.get(), routing.ids.data(), routing.ids.size() * 4, cudaMemcpyHostToDevice),
               cudaSuccess);
@@ -697,9 +707,11 @@ struct DeviceFfn {
   // outside it. Returns out, and the reference's faults in *want_faults.
   Bytes expect_out_matches_reference(uint32_t *want_faults) const {
     const Bytes want = reference(want_faults);
-    bool guards = false;
+    bool guards = false, workspace_guards = false;
     const Bytes got = d_out.download(&guards);
     EXPECT_TRUE(guards) << "a write outside out";
+    workspace.download(&workspace_guards);
+    EXPECT_TRUE(workspace_guards) << "a write outside the workspace";
     const std::vector<float> b = bound();
     EXPECT_TRUE(compare_matrix(args.dtype, want.data(), got.data(), args.num_tokens, args.hidden, 0, 0, 10, b.data()));
     return got;
@@ -715,12 +727,23 @@ TEST_P(GpuMoeFfn, MatchesReference) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   Rng rng(seed);
   DeviceFfn f(c, rng);
-  CheckedMode checked(h);
-  GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
-  const uint32_t faults = checked.bits();
+  uint32_t faults = 0;
+  {
+    CheckedMode checked(h);
+    GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
+    faults = checked.bits();
+  }
   uint32_t want_faults = 0;
-  f.expect_out_matches_reference(&want_faults);
+  const Bytes got = f.expect_out_matches_reference(&want_faults);
   EXPECT_EQ(faults, want_faults);
+  // Unchecked (checked mode off), the same routing: the same out, bit for
+  // bit, and nothing written outside it.
+  f.poison_out();
+  GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  bool guards = false;
+  EXPECT_TRUE(f.d_out.download(&guards) == got) << "unchecked out differs from checked";
+  EXPECT_TRUE(guards) << "a write outside out (unchecked)";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuMoeFfn, ::testing::ValuesIn(kFfnCases), CaseName());
@@ -760,7 +783,7 @@ TEST(GpuMoeFfnEdge, DecodeTokenWithNoExpertGetsZeros) {
       << "token 1's output is not zeros";
 }
 
-// The layer twice on the same inputs: bitwise the same out; captured in a
+// The layer 20 times on the same inputs: bitwise the same out; captured in a
 // graph and replayed with new ids and weights, each replay matches the
 // reference of its routing. A prefill-sized call (routing launches of its
 // own), a call of one routing CTA (routing and copy in one launch) and a
@@ -777,9 +800,12 @@ TEST_P(GpuMoeFfnGraph, DeterministicAndReplaysWithNewRouting) {
   CUDA_OK(cudaDeviceSynchronize());
   bool guards = false;
   const Bytes first = f.d_out.download(&guards);
-  GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_TRUE(f.d_out.download(&guards) == first) << "two runs differ";
+  for (int run = 1; run < 20; ++run) {
+    f.poison_out();
+    GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_TRUE(f.d_out.download(&guards) == first) << "run " << run << " differs from run 0";
+  }
 
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -812,13 +838,16 @@ INSTANTIATE_TEST_SUITE_P(Cases, GpuMoeFfnGraph,
                          [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
 
 // Weights past 4 GiB: 352 experts of [2 x 1536, 2048] gate_up (4.4 GB) and
-// [2048, 1536] down (2.2 GB) bf16; token 0 routed to the last 8 experts,
-// whose gate_up rows start past 4 GiB (SwiGLU's 5-D weight view and the down
-// projection's 64-bit expert offsets). Skips where the device lacks the
-// memory.
+// [2048, 1536] down (2.2 GB) bf16, the last 8 experts' gate_up rows starting
+// past 4 GiB (SwiGLU's 5-D weight view and the down projection's 64-bit
+// expert offsets). A decode call of 4 tokens (32 rows: the GEMVs), token 0
+// routed to those 8 experts; then 12 tokens (96 rows, 12 an expert, past
+// the GEMVs' 64 rows and the gather's: the token copy and the prefill
+// SwiGLU and row-scale GEMMs) routed only to them. Skips where the device
+// lacks the memory.
 TEST(GpuMoeFfnLarge, WeightsPast4GiB) {
   GGEMM_REQUIRE_GPU(h);
-  const FfnCase c{"Bf16WeightsPast4GiB", kBf16, 4, 2048, 1536, 8, 352, 0, 352, Pattern::kBalanced};
+  const FfnCase c{"Bf16WeightsPast4GiB", kBf16, 12, 2048, 1536, 8, 352, 0, 352, Pattern::kBalanced};
   REQUIRE_FREE_DEVICE_MEMORY(size_t(c.local) * 3 * size_t(c.intermediate * c.hidden) * 2);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -830,10 +859,23 @@ TEST(GpuMoeFfnLarge, WeightsPast4GiB) {
     ASSERT_GT(size_t(e) * expert_bytes, size_t(1) << 32) << "expert " << e << "'s gate_up rows must start past 4 GiB";
     f.routing.ids[size_t(j)] = e;
   }
+  f.args.num_tokens = 4;
   f.upload_routing();
   GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   uint32_t want_faults = 0;
+  {
+    SCOPED_TRACE("4 tokens");
+    f.expect_out_matches_reference(&want_faults);
+  }
+  f.args.num_tokens = c.tokens;
+  for (int64_t t = 0; t < c.tokens; ++t)
+    for (int64_t j = 0; j < c.k; ++j) f.routing.ids[size_t(t * c.k + j)] = int32_t(c.local - c.k + j);
+  f.upload_routing();
+  f.poison_out();
+  GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  SCOPED_TRACE("12 tokens");
   f.expect_out_matches_reference(&want_faults);
 }
 
