@@ -523,68 +523,17 @@ std::string verify(LoraSession& s, LoraImpl impl) {
   return bad;
 }
 
-// Calls per back-to-back run of the sustained rows, and the idle time
-// before each run (bench_grouped.cpp's kBackToBack and
-// kRestBeforeSustained: no run starts at the clock the one before left).
+// Cold: one call after an L2 flush (none for the warm-L2 rows), beside the
+// same call in a busy stream. Sustained: kLoraBackToBack calls back to back
+// in one CUDA graph (or on the stream where a call cannot be captured, the
+// cuBLAS loop's own graph), warm L2, per call, each run after
+// kLoraRestBeforeSustained of an idle GPU, with the SM clock and power read
+// while it is on the GPU (bench_grouped.cpp's modes).
+enum class LoraMode { kCold, kSustained };
 constexpr int kLoraBackToBack = 20;
 constexpr std::chrono::milliseconds kLoraRestBeforeSustained{500};
 
-// Sustained: kLoraBackToBack calls of `impl` back to back in one CUDA graph
-// (or on the stream where a call cannot be captured, the cuBLAS loop's own
-// graph), warm L2, per call; the SM clock and power read while each run is
-// on the GPU. The cold row (bench_lora) has checked the output.
-void bench_lora_sustained(benchmark::State& state, int shape_index, LoraImpl impl) {
-  LoraSession& s = *g_lora;
-  s.use_shape(shape_index);
-  const LoraProblem& p = *s.problem;
-  auto call = [&] { return enqueue(s, impl); };
-  for (int i = 0; i < kWarmup; ++i) {
-    const std::string err = call();
-    if (!err.empty()) {
-      state.SkipWithError(err.c_str());
-      return;
-    }
-  }
-  CUDA_CHECK(cudaStreamSynchronize(s.env.stream));
-  BackToBack back_to_back;
-  std::string err = back_to_back.prepare(s.env.stream, kLoraBackToBack, call);
-  if (!err.empty()) {
-    state.SkipWithError(err.c_str());
-    return;
-  }
-  CUDA_CHECK(cudaStreamSynchronize(s.env.stream));
-  std::this_thread::sleep_for(kLoraRestBeforeSustained);
-  EventTimer timer;
-  std::vector<double> ms, mhz, watts;
-  auto read_monitor = [&] {
-    if (!s.env.monitor || !s.env.monitor->ok()) return;
-    mhz.push_back(s.env.monitor->sm_mhz());
-    watts.push_back(s.env.monitor->power_w());
-  };
-  for (auto _ : state) {
-    const float t = back_to_back.time_per_call(s.env.stream, timer, [&] { err = call(); }, read_monitor);
-    if (!err.empty()) {
-      state.SkipWithError(err.c_str());
-      break;
-    }
-    state.SetIterationTime(t * 1e-3);
-    ms.push_back(t);
-  }
-  if (ms.empty()) return;
-  const double sec = median(ms) * 1e-3;
-  state.counters["us_median"] = sec * 1e6;
-  state.counters["GB/s"] = p.bytes() / sec * 1e-9;
-  state.counters["frac_copy"] = p.bytes() / sec / s.env.ceilings.copy_bytes_per_s;
-  state.counters["TFLOP/s"] = p.flops() / sec * 1e-12;
-  state.counters["frac_floor"] = s.env.ceilings.floor_seconds(p.flops(), p.bytes()) / sec;
-  state.counters["graph"] = back_to_back.captured() ? 1 : 0;
-  if (!mhz.empty()) {
-    state.counters["sm_mhz"] = median(mhz);
-    state.counters["watts"] = median(watts);
-  }
-}
-
-void bench_lora(benchmark::State& state, int shape_index, LoraImpl impl) {
+void bench_lora(benchmark::State& state, int shape_index, LoraImpl impl, LoraMode mode) {
   LoraSession& s = *g_lora;
   s.use_shape(shape_index);
   const LoraProblem& p = *s.problem;
@@ -600,8 +549,9 @@ void bench_lora(benchmark::State& state, int shape_index, LoraImpl impl) {
     return;
   }
 
+  auto call = [&] { return enqueue(s, impl); };
   for (int i = 0; i < kWarmup; ++i) {
-    const std::string err = enqueue(s, impl);
+    const std::string err = call();
     if (!err.empty()) {
       state.SkipWithError(err.c_str());
       return;
@@ -610,11 +560,28 @@ void bench_lora(benchmark::State& state, int shape_index, LoraImpl impl) {
   CUDA_CHECK(cudaStreamSynchronize(s.env.stream));
 
   EventTimer timer;
-  std::vector<double> ms;
+  std::vector<double> ms, mhz, watts;
   std::string err;
+  BackToBack back_to_back;
+  if (mode == LoraMode::kSustained) {
+    err = back_to_back.prepare(s.env.stream, kLoraBackToBack, call);
+    if (!err.empty()) {
+      state.SkipWithError(err.c_str());
+      return;
+    }
+    CUDA_CHECK(cudaStreamSynchronize(s.env.stream));
+    std::this_thread::sleep_for(kLoraRestBeforeSustained);
+  }
+  auto read_monitor = [&] {
+    if (!s.env.monitor || !s.env.monitor->ok()) return;
+    mhz.push_back(s.env.monitor->sm_mhz());
+    watts.push_back(s.env.monitor->power_w());
+  };
+  L2Flusher* flusher = p.shape.warm_l2 ? nullptr : s.env.flusher;
   for (auto _ : state) {
-    L2Flusher *flusher = p.shape.warm_l2 ? nullptr : s.env.flusher;
-    const float t = timer.time(s.env.stream, flusher, [&] { err = enqueue(s, impl); });
+    const float t = mode == LoraMode::kCold
+                        ? timer.time(s.env.stream, flusher, [&] { err = call(); })
+                        : back_to_back.time_per_call(s.env.stream, timer, [&] { err = call(); }, read_monitor);
     if (!err.empty()) {
       state.SkipWithError(err.c_str());
       break;
@@ -625,18 +592,24 @@ void bench_lora(benchmark::State& state, int shape_index, LoraImpl impl) {
   if (ms.empty()) return;
 
   const double sec = median(ms) * 1e-3;
-  const double gbps = p.bytes() / sec * 1e-9;
   state.counters["us_median"] = sec * 1e6;
-  state.counters["GB/s"] = gbps;
+  state.counters["GB/s"] = p.bytes() / sec * 1e-9;
   state.counters["frac_copy"] = p.bytes() / sec / s.env.ceilings.copy_bytes_per_s;
   state.counters["TFLOP/s"] = p.flops() / sec * 1e-12;
   state.counters["frac_floor"] = s.env.ceilings.floor_seconds(p.flops(), p.bytes()) / sec;
   state.counters["groups"] = p.used_groups;
+  if (mode == LoraMode::kSustained) {
+    state.counters["graph"] = back_to_back.captured() ? 1 : 0;
+    if (!mhz.empty()) {
+      state.counters["sm_mhz"] = median(mhz);
+      state.counters["watts"] = median(watts);
+    }
+    return;
+  }
   // The same call in a busy stream (timing.h, in_stream_ms): beside the
   // lone call's time, not instead of it; flushed rows only.
   const double in_stream_sec =
-      p.shape.warm_l2 ? 0.0
-                      : in_stream_ms(s.env.stream, *s.env.flusher, [&] { err = enqueue(s, impl); }) * 1e-3;
+      p.shape.warm_l2 ? 0.0 : in_stream_ms(s.env.stream, *s.env.flusher, [&] { err = call(); }) * 1e-3;
   if (err.empty() && in_stream_sec > 0) {
     state.counters["us_in_stream"] = in_stream_sec * 1e6;
     state.counters["frac_copy_in_stream"] = p.bytes() / in_stream_sec / s.env.ceilings.copy_bytes_per_s;
@@ -670,22 +643,21 @@ void register_lora_benchmarks(const LoraBenchEnv& env) {
          {LoraImpl::kGgemm, LoraImpl::kGgemmGraph, LoraImpl::kCublasLoopGraph, LoraImpl::kMemsetOutputs}) {
       if (!measured(kLoraShapes[i], impl)) continue;
       const std::string name = full_name(kLoraShapes[i]) + "/" + impl_name(impl);
-      benchmark::RegisterBenchmark(name.c_str(), bench_lora, i, impl)
+      benchmark::RegisterBenchmark(name.c_str(), bench_lora, i, impl, LoraMode::kCold)
           ->UseManualTime()
           ->Iterations(kIterations)
           ->Repetitions(kRepetitions)
           ->ReportAggregatesOnly(true)
           ->Unit(benchmark::kMicrosecond);
     }
-  // Back to back: the real shapes (not probes, not the warm-L2 rows, which
-  // are sustained already), ggemm's eager call and the cuBLAS loop, after
-  // the cold rows (whose verification they rely on).
+  // Back to back: the real shapes (not the probes, nor the warm-L2 rows,
+  // whose point is one call), ggemm's eager call and the cuBLAS loop.
   for (int i = 0; i < kNumLoraShapes; ++i)
     for (LoraImpl impl : {LoraImpl::kGgemm, LoraImpl::kCublasLoopGraph}) {
       const LoraShape& shape = kLoraShapes[i];
       if (shape.warm_l2 || shape.probe != Probe::kNone) continue;
       const std::string name = full_name(shape) + "/" + impl_name(impl) + "/sustained";
-      benchmark::RegisterBenchmark(name.c_str(), bench_lora_sustained, i, impl)
+      benchmark::RegisterBenchmark(name.c_str(), bench_lora, i, impl, LoraMode::kSustained)
           ->UseManualTime()
           ->Iterations(kIterations)
           ->Repetitions(kRepetitions)

@@ -1001,6 +1001,49 @@ TEST(GroupedMatmulGpuGraph, DecodeReplayWithNewRouting) {
   run_graph_replay(handle, true, true);
 }
 
+// C inside a poisoned allocation with 64 KiB guard bands on both sides,
+// and the checked-mode word: reset() puts C's initial bytes back and zeroes
+// the word, expect_c_only() checks that nothing outside C changed, status()
+// reads the word.
+class GuardedC {
+ public:
+  explicit GuardedC(const std::vector<uint8_t> &c_init) : c_bytes_(c_init.size()) {
+    std::vector<uint8_t> band(kBand);
+    poison(band.data(), band.size());
+    whole_ = band;  // band, C as the problem starts it, band
+    whole_.insert(whole_.end(), c_init.begin(), c_init.end());
+    whole_.insert(whole_.end(), band.begin(), band.end());
+    EXPECT_TRUE(d_whole_.alloc(whole_.size()));
+    EXPECT_TRUE(d_status_.alloc(4));
+  }
+  uint8_t *c() const { return d_whole_.as<uint8_t>() + kBand; }
+  uint32_t *status_word() const { return d_status_.as<uint32_t>(); }
+  void reset() {
+    CUDA_OK(cudaMemcpy(d_whole_.get(), whole_.data(), whole_.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(d_status_.get(), 0, 4));
+  }
+  // C's bytes after a call; a failure for any byte of either band changed.
+  std::vector<uint8_t> expect_c_only() const {
+    std::vector<uint8_t> got(whole_.size());
+    EXPECT_EQ(cudaMemcpy(got.data(), d_whole_.get(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(0, std::memcmp(got.data(), whole_.data(), kBand)) << "written before C";
+    EXPECT_EQ(0, std::memcmp(got.data() + kBand + c_bytes_, whole_.data() + kBand + c_bytes_, kBand))
+        << "written after C";
+    return std::vector<uint8_t>(got.begin() + std::ptrdiff_t(kBand), got.end() - std::ptrdiff_t(kBand));
+  }
+  uint32_t status() const {
+    uint32_t v = 0;
+    EXPECT_EQ(cudaMemcpy(&v, d_status_.get(), 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+
+ private:
+  static constexpr size_t kBand = 64 << 10;
+  size_t c_bytes_;
+  std::vector<uint8_t> whole_;
+  DeviceBuffer d_whole_, d_status_;
+};
+
 // Malformed device-side routing arrays (what the host cannot check without a
 // synchronisation): the kernel must compute what the reference's clamping
 // rules say, write nothing outside C (guard bands of poison on both sides),
@@ -1024,14 +1067,7 @@ void run_hostile_routing(int64_t k, bool group_ends = false) {
   Problem p(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(p));
 
-  // C inside a poisoned allocation with 64 KiB guard bands.
-  const size_t guard = 64 << 10, c_bytes = p.c_init.size();
-  std::vector<uint8_t> whole(guard + c_bytes + guard);
-  poison(whole.data(), whole.size());
-  DeviceBuffer d_whole, d_status;
-  ASSERT_TRUE(d_whole.alloc(whole.size()));
-  ASSERT_TRUE(d_status.alloc(4));
-  uint8_t *d_c = d_whole.as<uint8_t>() + guard;
+  GuardedC out(p.c_init);
 
   const uint32_t M = uint32_t(p.m), kPast = 0xFFFFFFF0u;
   struct Scenario {
@@ -1065,7 +1101,7 @@ void run_hostile_routing(int64_t k, bool group_ends = false) {
   for (int run = 0; run < 4; ++run) {
     const ggemm_config *config = configs[run / 2];
     const bool checked = run % 2 == 0;
-    GGEMM_OK(ggemm_set_device_status(handle, checked ? d_status.as<uint32_t>() : nullptr));
+    GGEMM_OK(ggemm_set_device_status(handle, checked ? out.status_word() : nullptr));
     for (const Scenario &s : scenarios) {
       if (group_ends && s.offsets[0] != 0) continue;
       SCOPED_TRACE(std::string(s.name) + (checked ? " (checked)" : " (unchecked)") + (config ? ", pairs" : ""));
@@ -1080,25 +1116,18 @@ void run_hostile_routing(int64_t k, bool group_ends = false) {
       }
       CUDA_OK(cudaMemcpy(p.d_ids.get(), p.ids.data(), p.ids.size() * 4, cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(p.d_stats.get(), p.stats, 8, cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemcpy(d_whole.get(), whole.data(), whole.size(), cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemset(d_status.get(), 0, 4));
+      out.reset();
       ggemm_grouped_matmul_args dev = p.args(true, config);
-      dev.c = d_c;
+      dev.c = out.c();
       dev.max_rows_per_group = 0;  // the hint would be wrong for clamped groups
       GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
       CUDA_OK(cudaGetLastError());
       CUDA_OK(cudaDeviceSynchronize());
 
-      std::vector<uint8_t> got(whole.size());
-      CUDA_OK(cudaMemcpy(got.data(), d_whole.get(), got.size(), cudaMemcpyDeviceToHost));
-      uint32_t status = 0;
-      CUDA_OK(cudaMemcpy(&status, d_status.get(), 4, cudaMemcpyDeviceToHost));
-      EXPECT_EQ(status, checked ? s.faults : 0u) << "device status bits";
-      EXPECT_EQ(0, std::memcmp(got.data(), whole.data(), guard)) << "written before C";
-      EXPECT_EQ(0, std::memcmp(got.data() + guard + c_bytes, whole.data() + guard + c_bytes, guard))
-          << "written after C";
+      EXPECT_EQ(out.status(), checked ? s.faults : 0u) << "device status bits";
+      const std::vector<uint8_t> got = out.expect_c_only();
       const std::vector<uint8_t> expected = reference_output(p);
-      EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data() + guard, p.m, c.n, default_atol(c.out, c.k),
+      EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data(), p.m, c.n, default_atol(c.out, c.k),
                                  default_rtol(c.out)));
     }
   }
@@ -1179,36 +1208,21 @@ void run_hostile_gather(const Case &c, int64_t row_bound) {
   Rng rng(seed);
   Problem p(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(p));
-  const size_t guard = 64 << 10, c_bytes = p.c_init.size();
-  std::vector<uint8_t> band(guard);
-  poison(band.data(), band.size());
-  std::vector<uint8_t> whole = band;  // band, C as the problem starts it, band
-  whole.insert(whole.end(), p.c_init.begin(), p.c_init.end());
-  whole.insert(whole.end(), band.begin(), band.end());
-  DeviceBuffer d_whole, d_status;
-  ASSERT_TRUE(d_whole.alloc(whole.size()));
-  ASSERT_TRUE(d_status.alloc(4));
+  GuardedC out(p.c_init);
   const std::vector<uint8_t> expected = reference_output(p);
   for (bool checked : {true, false}) {
     SCOPED_TRACE(checked ? "checked" : "unchecked");
-    CUDA_OK(cudaMemcpy(d_whole.get(), whole.data(), whole.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(d_status.get(), 0, 4));
-    GGEMM_OK(ggemm_set_device_status(handle, checked ? d_status.as<uint32_t>() : nullptr));
+    out.reset();
+    GGEMM_OK(ggemm_set_device_status(handle, checked ? out.status_word() : nullptr));
     ggemm_grouped_matmul_args dev = p.args(true, nullptr);
-    dev.c = d_whole.as<uint8_t>() + guard;
+    dev.c = out.c();
     dev.max_rows_per_group = row_bound;
     GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
-    std::vector<uint8_t> got(whole.size());
-    CUDA_OK(cudaMemcpy(got.data(), d_whole.get(), got.size(), cudaMemcpyDeviceToHost));
-    uint32_t status = 0;
-    CUDA_OK(cudaMemcpy(&status, d_status.get(), 4, cudaMemcpyDeviceToHost));
-    EXPECT_EQ(status, checked ? uint32_t(GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE) : 0u) << "device status bits";
-    EXPECT_EQ(0, std::memcmp(got.data(), whole.data(), guard)) << "written before C";
-    EXPECT_EQ(0, std::memcmp(got.data() + guard + c_bytes, whole.data() + guard + c_bytes, guard))
-        << "written after C";
-    EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data() + guard, p.m, p.c_cols, default_atol(c.out, c.k),
+    EXPECT_EQ(out.status(), checked ? uint32_t(GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE) : 0u) << "device status bits";
+    const std::vector<uint8_t> got = out.expect_c_only();
+    EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data(), p.m, p.c_cols, default_atol(c.out, c.k),
                                default_rtol(c.out)));
   }
   GGEMM_OK(ggemm_destroy(handle));
