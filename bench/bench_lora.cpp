@@ -338,7 +338,7 @@ class LoraCublasLoopGraph {
 };
 
 // The shared state: one shape's data at a time (benchmarks run in
-// registration order, a shape's two implementations one after the other).
+// registration order, a shape's rows one after the other).
 struct LoraSession {
   LoraBenchEnv env;
   int shape_index = -1;
@@ -525,10 +525,10 @@ std::string verify(LoraSession& s, LoraImpl impl) {
 
 // Cold: one call after an L2 flush (none for the warm-L2 rows), beside the
 // same call in a busy stream. Sustained: kLoraBackToBack calls back to back
-// in one CUDA graph (or on the stream where a call cannot be captured, the
-// cuBLAS loop's own graph), warm L2, per call, each run after
-// kLoraRestBeforeSustained of an idle GPU, with the SM clock and power read
-// while it is on the GPU (bench_grouped.cpp's modes).
+// in one CUDA graph, warm L2 (the inputs stay in L2 from call to call), per
+// call, each repetition after kLoraRestBeforeSustained of an idle GPU,
+// with the SM clock and power read while each run is on the GPU
+// (bench_grouped.cpp's modes).
 enum class LoraMode { kCold, kSustained };
 constexpr int kLoraBackToBack = 20;
 constexpr std::chrono::milliseconds kLoraRestBeforeSustained{500};
@@ -638,32 +638,26 @@ void register_lora_benchmarks(const LoraBenchEnv& env) {
   static LoraSession session;
   session.env = env;
   g_lora = &session;
-  for (int i = 0; i < kNumLoraShapes; ++i)
+  auto add = [](const std::string& name, int shape, LoraImpl impl, LoraMode mode) {
+    benchmark::RegisterBenchmark(name.c_str(), bench_lora, shape, impl, mode)
+        ->UseManualTime()
+        ->Iterations(kIterations)
+        ->Repetitions(kRepetitions)
+        ->ReportAggregatesOnly(true)
+        ->Unit(benchmark::kMicrosecond);
+  };
+  for (int i = 0; i < kNumLoraShapes; ++i) {
+    const LoraShape& shape = kLoraShapes[i];
     for (LoraImpl impl :
-         {LoraImpl::kGgemm, LoraImpl::kGgemmGraph, LoraImpl::kCublasLoopGraph, LoraImpl::kMemsetOutputs}) {
-      if (!measured(kLoraShapes[i], impl)) continue;
-      const std::string name = full_name(kLoraShapes[i]) + "/" + impl_name(impl);
-      benchmark::RegisterBenchmark(name.c_str(), bench_lora, i, impl, LoraMode::kCold)
-          ->UseManualTime()
-          ->Iterations(kIterations)
-          ->Repetitions(kRepetitions)
-          ->ReportAggregatesOnly(true)
-          ->Unit(benchmark::kMicrosecond);
-    }
-  // Back to back: the real shapes (not the probes, nor the warm-L2 rows,
-  // whose point is one call), ggemm's eager call and the cuBLAS loop.
-  for (int i = 0; i < kNumLoraShapes; ++i)
-    for (LoraImpl impl : {LoraImpl::kGgemm, LoraImpl::kCublasLoopGraph}) {
-      const LoraShape& shape = kLoraShapes[i];
-      if (shape.warm_l2 || shape.probe != Probe::kNone) continue;
-      const std::string name = full_name(shape) + "/" + impl_name(impl) + "/sustained";
-      benchmark::RegisterBenchmark(name.c_str(), bench_lora, i, impl, LoraMode::kSustained)
-          ->UseManualTime()
-          ->Iterations(kIterations)
-          ->Repetitions(kRepetitions)
-          ->ReportAggregatesOnly(true)
-          ->Unit(benchmark::kMicrosecond);
-    }
+         {LoraImpl::kGgemm, LoraImpl::kGgemmGraph, LoraImpl::kCublasLoopGraph, LoraImpl::kMemsetOutputs})
+      if (measured(shape, impl)) add(full_name(shape) + "/" + impl_name(impl), i, impl, LoraMode::kCold);
+    // Back to back, ggemm's eager call, on the real shapes (not the probes,
+    // nor the warm-L2 rows, whose point is one call). Not the cuBLAS loop:
+    // its call is a graph launch, which a stream being captured refuses.
+    if (!shape.warm_l2 && shape.probe == Probe::kNone)
+      add(full_name(shape) + "/" + impl_name(LoraImpl::kGgemm) + "/sustained", i, LoraImpl::kGgemm,
+          LoraMode::kSustained);
+  }
 }
 
 void release_lora_benchmarks() {

@@ -26,8 +26,9 @@ struct LoraBenchEnv {
 
 // Registers every "lora_expand_qkv_<shape>/<impl>" and
 // "lora_shrink_qkv_<shape>/<impl>" benchmark (so --benchmark_filter=lora
-// selects them), and "<...>/<impl>/sustained" for the real shapes (calls
-// back to back in one CUDA graph, warm L2, as a forward pass calls them).
+// selects them), and "<...>/ggemm/sustained" for the real shapes (eager
+// calls back to back in one CUDA graph, as a forward pass calls them; the
+// inputs stay in L2 from call to call).
 void register_lora_benchmarks(const LoraBenchEnv& env);
 
 // Frees the LoRA problem data and cuBLAS graph; call before the stream and

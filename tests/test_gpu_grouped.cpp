@@ -871,12 +871,10 @@ TEST(GroupedMatmulCases, AreCallsTheAbiAccepts) {
 
 // A call captured in a CUDA graph, replayed with other offsets (or group
 // ends), expert ids and active counts written to the same device arrays
-// between replays.
-// A call captured once and replayed with new group sizes, ids and active
-// counts, each replay checked against the reference. Prefill-sized groups
-// with no row bound; or decode-sized ones (decode = true: groups of 0 to 4
-// rows, the caller's bound 4 holding in every replay, the row-scale
-// epilogue of a MoE down projection): the automatic plan runs them on the
+// between replays, each replay checked against the reference. Prefill-sized
+// groups with no row bound; or decode-sized ones (decode = true: groups of 0
+// to 4 rows, the caller's bound 4 holding in every replay, Qwen3-30B-A3B's
+// gate_up shape with the row-scale epilogue): the automatic plan runs them on the
 // persistent kernel's narrow decode tiles (16 x 64 on the H200), the
 // forced-plan suite's --decode_gemv=where_possible on the decode GEMV.
 void run_graph_replay(ggemm_handle_t handle, bool group_ends, bool decode = false) {
@@ -1013,9 +1011,9 @@ class GuardedC {
     whole_ = band;  // band, C as the problem starts it, band
     whole_.insert(whole_.end(), c_init.begin(), c_init.end());
     whole_.insert(whole_.end(), band.begin(), band.end());
-    EXPECT_TRUE(d_whole_.alloc(whole_.size()));
-    EXPECT_TRUE(d_status_.alloc(4));
+    ready_ = d_whole_.alloc(whole_.size()) && d_status_.alloc(4);
   }
+  bool ready() const { return ready_; }  // both allocations made
   uint8_t *c() const { return d_whole_.as<uint8_t>() + kBand; }
   uint32_t *status_word() const { return d_status_.as<uint32_t>(); }
   void reset() {
@@ -1039,6 +1037,7 @@ class GuardedC {
 
  private:
   static constexpr size_t kBand = 64 << 10;
+  bool ready_ = false;
   size_t c_bytes_;
   std::vector<uint8_t> whole_;
   DeviceBuffer d_whole_, d_status_;
@@ -1068,6 +1067,7 @@ void run_hostile_routing(int64_t k, bool group_ends = false) {
   ASSERT_NO_FATAL_FAILURE(upload(p));
 
   GuardedC out(p.c_init);
+  ASSERT_TRUE(out.ready()) << "cudaMalloc of C's guarded allocation";
 
   const uint32_t M = uint32_t(p.m), kPast = 0xFFFFFFF0u;
   struct Scenario {
@@ -1193,12 +1193,14 @@ TEST(GroupedMatmulGpuHostile, GatherIndicesPastTheLastStatedEndAreChecked) {
 }
 
 // Gather indices outside [0, a_rows) passed directly (-1, -7, a_rows,
-// INT32_MAX in rows the groups own): the kernels read zeros for those rows,
+// INT32_MAX in grouped rows, some in an inactive group's, which checked
+// mode's index check covers too): the kernels read zeros for those rows,
 // as the reference does, write nothing outside C (64 KiB guard bands of
 // poison on both sides) and, in checked mode, report exactly
 // GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE; unchecked, nothing. Prefill groups
 // (the persistent kernel's one-row TMA boxes), store, row scale and SwiGLU;
-// decode groups under a row bound (the decode GEMV, automatic or forced);
+// decode groups under a row bound (the persistent kernel's 16-row tiles in
+// the automatic plan, the decode GEMV with --decode_gemv=where_possible);
 // a K of 24 (the short-K swizzle's gathered rows).
 void run_hostile_gather(const Case &c, int64_t row_bound) {
   ggemm_handle_t handle = nullptr;  // its own: checked mode is per handle
@@ -1209,6 +1211,7 @@ void run_hostile_gather(const Case &c, int64_t row_bound) {
   Problem p(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(p));
   GuardedC out(p.c_init);
+  ASSERT_TRUE(out.ready()) << "cudaMalloc of C's guarded allocation";
   const std::vector<uint8_t> expected = reference_output(p);
   for (bool checked : {true, false}) {
     SCOPED_TRACE(checked ? "checked" : "unchecked");

@@ -447,6 +447,7 @@ const CombineCase kCombineCases[] = {
     {"Bf16", kBf16, kBf16, 300, 4, 256, false, false},
     {"Fp16", kFp16, kFp16, 300, 4, 256, false, false},
     {"Bf16ToFp32", kBf16, kFp32, 129, 8, 1024, false, false},
+    {"Fp16ToFp32", kFp16, kFp32, 77, 2, 7168, false, false},
     {"Fp16ToFp32Accumulate", kFp16, kFp32, 77, 2, 7168, true, false},
     {"Bf16AccumulateFp32", kBf16, kFp32, 200, 6, 4096, true, false},
     {"OneToken", kBf16, kBf16, 1, 8, 8, false, false},
@@ -805,6 +806,7 @@ TEST_P(GpuMoeFfnGraph, DeterministicAndReplaysWithNewRouting) {
     GGEMM_OK(ggemm_moe_ffn(h, &f.args, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
     EXPECT_TRUE(f.d_out.download(&guards) == first) << "run " << run << " differs from run 0";
+    EXPECT_TRUE(guards) << "run " << run << " wrote outside out";
   }
 
   cudaStream_t stream;
@@ -866,7 +868,11 @@ TEST(GpuMoeFfnLarge, WeightsPast4GiB) {
   uint32_t want_faults = 0;
   {
     SCOPED_TRACE("4 tokens");
-    f.expect_out_matches_reference(&want_faults);
+    const Bytes got = f.expect_out_matches_reference(&want_faults);
+    // Out has room for 12 tokens: the rows past the 4 stay poison.
+    EXPECT_TRUE(std::all_of(got.begin() + std::ptrdiff_t(4 * c.hidden * 2), got.end(),
+                            [](uint8_t b) { return b == 0xFF; }))
+        << "a write past the 4 tokens' rows";
   }
   f.args.num_tokens = c.tokens;
   for (int64_t t = 0; t < c.tokens; ++t)
