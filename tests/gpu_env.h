@@ -1,14 +1,17 @@
-// GPU test environment: one shared ggemm handle, device buffers, and the skip
-// that GPU tests take (with its reason) when there is no usable GPU.
+// GPU test environment: one shared ggemm handle, device buffers (guarded ones
+// for outputs), and the skip that GPU tests take (with its reason) when
+// there is no usable GPU.
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "ggemm.h"
 
@@ -77,6 +80,40 @@ class DeviceBuffer {
  private:
   void *ptr_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// Bytes of guard band on each side of an output (a multiple of 256, so the
+// output keeps the allocation's alignment): 64 KiB, as the grouped GEMM's
+// tests of malformed routing, so a write a tile or a row away is caught.
+constexpr size_t kGuardBytes = 64 << 10;
+
+// A device array of `bytes` between two guard bands, all poisoned.
+class GuardedBuffer {
+ public:
+  explicit GuardedBuffer(size_t bytes) : bytes_(bytes), buf_(bytes + 2 * kGuardBytes) {
+    EXPECT_NE(buf_.get(), nullptr);
+    EXPECT_EQ(cudaMemset(buf_.get(), 0xFF, bytes + 2 * kGuardBytes), cudaSuccess);
+  }
+  template <typename T = void>
+  T *get() const {
+    return reinterpret_cast<T *>(static_cast<char *>(buf_.get()) + kGuardBytes);
+  }
+  size_t bytes() const { return bytes_; }
+  // The contents, and whether both guard bands still hold poison.
+  std::vector<uint8_t> download(bool *guards_intact) const {
+    std::vector<uint8_t> all(bytes_ + 2 * kGuardBytes);
+    EXPECT_EQ(cudaMemcpy(all.data(), buf_.get(), all.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    *guards_intact = std::all_of(all.begin(), all.begin() + kGuardBytes, [](uint8_t b) { return b == 0xFF; }) &&
+                     std::all_of(all.end() - kGuardBytes, all.end(), [](uint8_t b) { return b == 0xFF; });
+    return std::vector<uint8_t>(all.begin() + kGuardBytes, all.end() - kGuardBytes);
+  }
+  void upload(const void *host) {
+    if (bytes_) EXPECT_EQ(cudaMemcpy(get(), host, bytes_, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+
+ private:
+  size_t bytes_;
+  DeviceBuffer buf_;
 };
 
 }  // namespace ggemm::testing

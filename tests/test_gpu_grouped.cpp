@@ -999,49 +999,26 @@ TEST(GroupedMatmulGpuGraph, DecodeReplayWithNewRouting) {
   run_graph_replay(handle, true, true);
 }
 
-// C inside a poisoned allocation with 64 KiB guard bands on both sides,
-// and the checked-mode word: reset() puts C's initial bytes back and zeroes
-// the word, expect_c_only() checks that nothing outside C changed, status()
-// reads the word.
-class GuardedC {
- public:
-  explicit GuardedC(const std::vector<uint8_t> &c_init) : c_bytes_(c_init.size()) {
-    std::vector<uint8_t> band(kBand);
-    poison(band.data(), band.size());
-    whole_ = band;  // band, C as the problem starts it, band
-    whole_.insert(whole_.end(), c_init.begin(), c_init.end());
-    whole_.insert(whole_.end(), band.begin(), band.end());
-    ready_ = d_whole_.alloc(whole_.size()) && d_status_.alloc(4);
-  }
-  bool ready() const { return ready_; }  // both allocations made
-  uint8_t *c() const { return d_whole_.as<uint8_t>() + kBand; }
-  uint32_t *status_word() const { return d_status_.as<uint32_t>(); }
-  void reset() {
-    CUDA_OK(cudaMemcpy(d_whole_.get(), whole_.data(), whole_.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(d_status_.get(), 0, 4));
-  }
-  // C's bytes after a call; a failure for any byte of either band changed.
-  std::vector<uint8_t> expect_c_only() const {
-    std::vector<uint8_t> got(whole_.size());
-    EXPECT_EQ(cudaMemcpy(got.data(), d_whole_.get(), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    EXPECT_EQ(0, std::memcmp(got.data(), whole_.data(), kBand)) << "written before C";
-    EXPECT_EQ(0, std::memcmp(got.data() + kBand + c_bytes_, whole_.data() + kBand + c_bytes_, kBand))
-        << "written after C";
-    return std::vector<uint8_t>(got.begin() + std::ptrdiff_t(kBand), got.end() - std::ptrdiff_t(kBand));
-  }
-  uint32_t status() const {
-    uint32_t v = 0;
-    EXPECT_EQ(cudaMemcpy(&v, d_status_.get(), 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-
- private:
-  static constexpr size_t kBand = 64 << 10;
-  bool ready_ = false;
-  size_t c_bytes_;
-  std::vector<uint8_t> whole_;
-  DeviceBuffer d_whole_, d_status_;
-};
+// One call of the hostile tests: C (`out`, between guard bands) set to the
+// problem's initial bytes and the checked-mode word zeroed, the call into
+// C; a failure for any write outside C or a C other than `expected`.
+// Returns the word's bits in *status.
+void call_into_guarded_c(ggemm_handle_t handle, ggemm_grouped_matmul_args dev, const Problem &p,
+                         const std::vector<uint8_t> &expected, GuardedBuffer &out,
+                         const DeviceBuffer &status_word, uint32_t *status) {
+  out.upload(p.c_init.data());
+  CUDA_OK(cudaMemset(status_word.get(), 0, 4));
+  dev.c = out.get();
+  GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(status, status_word.get(), 4, cudaMemcpyDeviceToHost));
+  bool guards = false;
+  const std::vector<uint8_t> got = out.download(&guards);
+  EXPECT_TRUE(guards) << "a write outside C";
+  EXPECT_TRUE(compare_matrix(p.c.out, expected.data(), got.data(), p.m, p.c_cols, default_atol(p.c.out, p.c.k),
+                             default_rtol(p.c.out)));
+}
 
 // Malformed device-side routing arrays (what the host cannot check without a
 // synchronisation): the kernel must compute what the reference's clamping
@@ -1066,8 +1043,10 @@ void run_hostile_routing(int64_t k, bool group_ends = false) {
   Problem p(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(p));
 
-  GuardedC out(p.c_init);
-  ASSERT_TRUE(out.ready()) << "cudaMalloc of C's guarded allocation";
+  GuardedBuffer out(p.c_init.size());  // C between 64 KiB guard bands of poison
+  DeviceBuffer d_status;
+  ASSERT_TRUE(d_status.alloc(4));
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "cudaMalloc of C's guarded allocation";
 
   const uint32_t M = uint32_t(p.m), kPast = 0xFFFFFFF0u;
   struct Scenario {
@@ -1101,7 +1080,7 @@ void run_hostile_routing(int64_t k, bool group_ends = false) {
   for (int run = 0; run < 4; ++run) {
     const ggemm_config *config = configs[run / 2];
     const bool checked = run % 2 == 0;
-    GGEMM_OK(ggemm_set_device_status(handle, checked ? out.status_word() : nullptr));
+    GGEMM_OK(ggemm_set_device_status(handle, checked ? d_status.as<uint32_t>() : nullptr));
     for (const Scenario &s : scenarios) {
       if (group_ends && s.offsets[0] != 0) continue;
       SCOPED_TRACE(std::string(s.name) + (checked ? " (checked)" : " (unchecked)") + (config ? ", pairs" : ""));
@@ -1116,19 +1095,11 @@ void run_hostile_routing(int64_t k, bool group_ends = false) {
       }
       CUDA_OK(cudaMemcpy(p.d_ids.get(), p.ids.data(), p.ids.size() * 4, cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemcpy(p.d_stats.get(), p.stats, 8, cudaMemcpyHostToDevice));
-      out.reset();
       ggemm_grouped_matmul_args dev = p.args(true, config);
-      dev.c = out.c();
       dev.max_rows_per_group = 0;  // the hint would be wrong for clamped groups
-      GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
-      CUDA_OK(cudaGetLastError());
-      CUDA_OK(cudaDeviceSynchronize());
-
-      EXPECT_EQ(out.status(), checked ? s.faults : 0u) << "device status bits";
-      const std::vector<uint8_t> got = out.expect_c_only();
-      const std::vector<uint8_t> expected = reference_output(p);
-      EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data(), p.m, c.n, default_atol(c.out, c.k),
-                                 default_rtol(c.out)));
+      uint32_t status = 0;
+      ASSERT_NO_FATAL_FAILURE(call_into_guarded_c(handle, dev, p, reference_output(p), out, d_status, &status));
+      EXPECT_EQ(status, checked ? s.faults : 0u) << "device status bits";
     }
   }
   GGEMM_OK(ggemm_destroy(handle));
@@ -1210,23 +1181,19 @@ void run_hostile_gather(const Case &c, int64_t row_bound) {
   Rng rng(seed);
   Problem p(c, rng);
   ASSERT_NO_FATAL_FAILURE(upload(p));
-  GuardedC out(p.c_init);
-  ASSERT_TRUE(out.ready()) << "cudaMalloc of C's guarded allocation";
+  GuardedBuffer out(p.c_init.size());  // C between 64 KiB guard bands of poison
+  DeviceBuffer d_status;
+  ASSERT_TRUE(d_status.alloc(4));
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "cudaMalloc of C's guarded allocation";
   const std::vector<uint8_t> expected = reference_output(p);
   for (bool checked : {true, false}) {
     SCOPED_TRACE(checked ? "checked" : "unchecked");
-    out.reset();
-    GGEMM_OK(ggemm_set_device_status(handle, checked ? out.status_word() : nullptr));
+    GGEMM_OK(ggemm_set_device_status(handle, checked ? d_status.as<uint32_t>() : nullptr));
     ggemm_grouped_matmul_args dev = p.args(true, nullptr);
-    dev.c = out.c();
     dev.max_rows_per_group = row_bound;
-    GGEMM_OK(ggemm_grouped_matmul(handle, &dev, nullptr));
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaDeviceSynchronize());
-    EXPECT_EQ(out.status(), checked ? uint32_t(GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE) : 0u) << "device status bits";
-    const std::vector<uint8_t> got = out.expect_c_only();
-    EXPECT_TRUE(compare_matrix(c.out, expected.data(), got.data(), p.m, p.c_cols, default_atol(c.out, c.k),
-                               default_rtol(c.out)));
+    uint32_t status = 0;
+    ASSERT_NO_FATAL_FAILURE(call_into_guarded_c(handle, dev, p, expected, out, d_status, &status));
+    EXPECT_EQ(status, checked ? uint32_t(GGEMM_DEVICE_FAULT_INDEX_OUT_OF_RANGE) : 0u) << "device status bits";
   }
   GGEMM_OK(ggemm_destroy(handle));
 }
