@@ -10,6 +10,7 @@
 #include "ptx/sm90/params.h"
 #include "runtime/debug.h"
 #include "runtime/launch_config.h"
+#include "runtime/plan_rules.h"
 #include "runtime/tensor_map.h"
 #include "runtime/trace.h"
 
@@ -191,6 +192,7 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
     p.staging_buffers = k.staging_buffers;
     p.k_slices = k.k_slices;
     p.consumer_warpgroups = k.consumer_warpgroups;
+    p.walk_lanes = k.tma_pipeline() && walk_by_lanes(k, s, grid) ? 1 : 0;
   }
   if (a.route) p.route = *a.route;  // the routed GEMV's (routed_twin)
   *out = p;
@@ -198,7 +200,7 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
 }
 
 // GGEMM_DEBUG: the call, the plan and the launch, one line.
-void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, const GroupedGemmParams &p) {
+void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, const Sm90GroupedParams &p) {
   const GroupedShape &s = a.shape;
   // The persistent kernels' pipeline, or the short-K kernels' tile (they
   // have no stages, swizzle or staging ring).
@@ -227,14 +229,14 @@ void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, con
   std::fprintf(stderr,
                "[ggemm] %s m=%lld n=%lld k=%lld E=%lld groups=%lld%s %s->%s %s segments (%lld, %lld)%s | %s kernel "
                "%s | %s | grid %lld x %u threads (clusters of %u), %u B smem | L2 prefetch: activations %llu B, "
-               "weights %llu B\n",
+               "weights %llu B%s\n",
                a.op, (long long)s.m, (long long)s.n, (long long)s.k, (long long)a.num_experts,
                (long long)s.num_groups, a.first_offset_implicit ? " (group ends)" : "", dtype_name(s.a_dtype),
                dtype_name(s.c_dtype),
                s.transpose_b ? "B[E,N,K]" : "B[E,K,N]", (long long)s.split0, (long long)s.split1,
                s.a_planes ? " planes" : "", arch_name(k.kernel->arch), k.kernel->name, config, (long long)grid,
                k.threads, k.cluster_size, k.smem_bytes, (unsigned long long)p.l2_prefetch_bytes[0],
-               (unsigned long long)p.l2_prefetch_bytes[1]);
+               (unsigned long long)p.l2_prefetch_bytes[1], p.walk_lanes ? " | tile walk by the warp's lanes" : "");
 }
 
 // The kernel of a decode GEMV plan that routes the MoE layer's slots in its

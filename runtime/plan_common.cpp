@@ -169,6 +169,13 @@ int64_t max_clusters(const KernelPlan &plan, const GroupedShape &shape, const De
   return std::max<int64_t>(1, std::min<int64_t>(by_sms, row_block_bound(shape, plan.tile_m) * pair_col_blocks));
 }
 
+bool walk_by_lanes(const KernelPlan &plan, const GroupedShape &shape, int64_t grid) {
+  if (shape.num_groups <= 1) return false;
+  const int64_t tiles = row_block_bound(shape, plan.tile_m) * column_blocks(shape, plan.tile_n * plan.cluster_size);
+  // grid / (tiles / groups) groups a step, against kWalkBatch.
+  return grid / plan.cluster_size * shape.num_groups > int64_t(GroupedTileScheduler::kWalkBatch) * tiles;
+}
+
 bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const ggemm_config *config,
                   const KernelPlan &p) {
   if (!shape.transpose_b || p.cluster_size != 1) return false;

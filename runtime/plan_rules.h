@@ -108,6 +108,18 @@ bool narrow_tiles(const DeviceProps &props, const GroupedShape &shape, const gge
 // A plan's tile and weight box made narrow.
 void narrow_plan(KernelPlan *p, const GroupedShape &shape);
 
+// Whether the persistent kernels' tile walker crosses groups with its 32
+// lanes together (GroupedTileScheduler::next_warp, 32 groups' ends a step)
+// rather than with one thread (next, kWalkBatch a step): where a CTA's step
+// from one tile to its next, `grid` tiles on, crosses more groups than one
+// thread's batch, by the host's bounds (the tiles a listed group has on
+// average). The lanes' scans and shuffles cost more than the thread's chain
+// where a step crosses a group or two (LoRA expand, 8 adapters of ~100
+// tiles: M 1024 10.7 -> 10.4 us cold with one thread, H200), and save whole
+// dependent loads where it crosses many (decode listing every expert,
+// torch's offs: Qwen3-30B down at one token 14.9 -> 9.4 us with the lanes).
+bool walk_by_lanes(const KernelPlan &plan, const GroupedShape &shape, int64_t grid);
+
 // The persistent grid's clusters: one CTA (or cluster) per SM (ctas_per_sm
 // for the short-K kernels), fewer when the host's bound on the tiles is
 // smaller. Clusters of two walk pair tiles of 256 weight rows, so the bound

@@ -516,6 +516,39 @@ TEST(Sm90Plan, DecodeNarrowRuleByHand) {
   EXPECT_EQ(plan.weights_box_rows, 128u);
 }
 
+// The tile walker's lanes walk together where a CTA's step (grid tiles)
+// crosses more listed groups than one thread's batch of kWalkBatch, by the
+// host's bounds: decode calls listing every expert, not LoRA's few
+// adapters of many tiles.
+TEST(Sm90Plan, TileWalkByLanesWhereAStepCrossesManyGroups) {
+  const auto lanes = [](const CallShape &c) {
+    KernelPlan plan;
+    EXPECT_EQ(sm90_persistent_plan(h200(), c, nullptr, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    return walk_by_lanes(plan, c, plan.max_clusters * plan.cluster_size);
+  };
+  CallShape lora = shape(0, 16);  // LoRA expand: 8 adapters, M 1024, Q/K/V 6144 features
+  lora.m = 1024, lora.num_groups = 8, lora.n = 6144;
+  EXPECT_FALSE(lanes(lora));
+  lora.m = 64;  // its decode: 8 groups of ~8 rows, 48 column blocks each
+  EXPECT_FALSE(lanes(lora));
+  CallShape listed = shape(8, 768);  // one token of top-8 over 128 listed experts
+  listed.m = 8, listed.num_groups = 128, listed.n = 2048;
+  EXPECT_TRUE(lanes(listed));
+  CallShape one = listed;  // one group: nothing to cross
+  one.num_groups = 1;
+  EXPECT_FALSE(lanes(one));
+  // By hand: 132 CTAs, tiles of 128 x 128, N 1024 (8 column blocks), one row
+  // block a group (M = groups): a step crosses 132 / 8 = 16.5 groups > 4.
+  CallShape by_hand = shape(16, 4096);
+  by_hand.n = 1024, by_hand.m = 2048, by_hand.num_groups = 128;
+  KernelPlan plan;
+  ASSERT_EQ(sm90_persistent_plan(h200(), by_hand, nullptr, &plan), GGEMM_STATUS_SUCCESS);
+  const int64_t tiles = row_block_bound(by_hand, plan.tile_m) * column_blocks(by_hand, plan.tile_n);
+  EXPECT_EQ(walk_by_lanes(plan, by_hand, 132), 132 * 128 > 4 * tiles);
+  EXPECT_FALSE(walk_by_lanes(plan, by_hand, 4 * tiles / 128));  // four groups a step: one thread
+  EXPECT_TRUE(walk_by_lanes(plan, by_hand, 4 * tiles / 128 + 1));
+}
+
 // K-sliced stages where the views allow them (K-major, no cluster, 128-byte
 // swizzle, K a multiple of 64) and the stage count is automatic: the fewest
 // slices (1, 2 or 4) that load >= 20 KB per stage ((box rows + tile_m) x 128

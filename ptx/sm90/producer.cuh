@@ -29,9 +29,22 @@ struct TileWalkerSm90 {
     return uint32_t(cluster_walk(blockIdx.x, gridDim.x, Cfg::kClusterM).stride);
   }
 
-  // Warp 1, all of it: the lanes walk together (next_warp: 32 groups' ends
-  // a step where groups are crossed), lane 0 publishes.
+  // Warp 1. The lanes walk together where a CTA's step from one tile to its
+  // next crosses many groups (Sm90GroupedParams::walk_lanes: next_warp, 32
+  // groups' ends a step, lane 0 publishes); otherwise lane 0 walks alone
+  // (next: kWalkBatch groups a step, whose few dependent instructions take
+  // less than a lane step's scans and shuffles).
   GGEMM_DEVICE static void run(const Sm90GroupedParams &p, uint8_t *handoff_region) {
+    if (p.walk_lanes) {
+      walk<true>(p, handoff_region);
+    } else if (threadIdx.x % 32 == 0) {
+      walk<false>(p, handoff_region);
+    }
+  }
+
+ private:
+  template <bool kLanes>
+  GGEMM_DEVICE static void walk(const Sm90GroupedParams &p, uint8_t *handoff_region) {
     GroupedTileScheduler sched(grouped_problem(p), Cfg::kTileM, Cfg::walk_tile_n(p));
     TileHandoff handoff;
     GroupedTile pair;
@@ -40,7 +53,7 @@ struct TileWalkerSm90 {
     // the other roles use only that.
     // (Without a cluster the tile is the CTA's whole: cta_share would clamp
     // it to kRowsPerCta, a silent trap for any wider single-CTA tile.)
-    for (uint64_t t = first_tile(); sched.next_warp(t, &pair); t += tile_stride()) {
+    for (uint64_t t = first_tile(); kLanes ? sched.next_warp(t, &pair) : sched.next(t, &pair); t += tile_stride()) {
       if (publisher) {
         if constexpr (Cfg::kClusterM > 1) {
           handoff.publish(handoff_region, cta_share(pair, Cfg::rank()), uint32_t(t));
@@ -48,7 +61,7 @@ struct TileWalkerSm90 {
           handoff.publish(handoff_region, pair, uint32_t(t));
         }
       }
-      __syncwarp();  // the lanes meet again before the next step's shuffles
+      if constexpr (kLanes) __syncwarp();  // the lanes meet again before the next step's shuffles
     }
     if (publisher) handoff.finish(handoff_region);
   }
