@@ -183,6 +183,7 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
   p.stages = k.stages;
   p.swizzle_bytes = k.swizzle_bytes;
   p.weights_box_rows = k.weights_box_rows;
+  p.walk_lanes = k.tma_pipeline() && walk_by_lanes(k, s, grid) ? 1 : 0;
   // The sm_90a kernels' own fields, and the decode GEMV's on either
   // architecture (it takes the sm_90a parameters).
   if (k.kernel->arch == Arch::kSm90a || k.family() == KernelFamily::kDecodeGemv) {
@@ -192,7 +193,6 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
     p.staging_buffers = k.staging_buffers;
     p.k_slices = k.k_slices;
     p.consumer_warpgroups = k.consumer_warpgroups;
-    p.walk_lanes = k.tma_pipeline() && walk_by_lanes(k, s, grid) ? 1 : 0;
   }
   if (a.route) p.route = *a.route;  // the routed GEMV's (routed_twin)
   *out = p;

@@ -79,6 +79,11 @@ struct GroupedGemmParams {
   // launch.
   const void *l2_prefetch[2];
   uint64_t l2_prefetch_bytes[2];
+  // The persistent and token-major kernels' tile walker: 1, its warp's lanes
+  // cross groups together, 32 a step (GroupedTileScheduler::next_warp); 0,
+  // lane 0 alone, kWalkBatch a step (next). runtime/plan_rules.h,
+  // walk_by_lanes, says which pays.
+  uint32_t walk_lanes;
 #if GGEMM_TRACE
   uint64_t *trace;  // diagnostic builds only: the event buffer (ptx/blocks/trace.h), null = off
 #endif

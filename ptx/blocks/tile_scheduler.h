@@ -227,8 +227,8 @@ class GroupedTileScheduler {
   // group (8 rows over 128 listed experts: 23.5 us against 8.9 with the
   // routed groups only, H200). The same walk as one group at a time
   // (tests/test_scheduler.cpp compares them). It serves single-thread walks:
-  // the short-K kernels', and sm_90a's persistent walker where a step
-  // crosses few groups (Sm90GroupedParams::walk_lanes; elsewhere its lanes
+  // the short-K kernels', and the persistent kernels' walker where a step
+  // crosses few groups (GroupedGemmParams::walk_lanes; elsewhere its lanes
   // cross them by skip_groups_lanes). 4, not 8: 8 spilled the
   // tile_m 256 kernel when its 40-register walker was one thread.
   GGEMM_HOST_DEVICE void skip_groups(uint64_t t) {

@@ -20,17 +20,28 @@ namespace ggemm::sm100 {
 // pair tiles from the handoff (each CTA of a pair walks the same ones).
 template <class Cfg>
 struct TileWalkerSm100 {
-  // The walker warp, all of it: the lanes walk together (next_warp: 32
-  // groups' ends a step where groups are crossed), lane 0 publishes.
+  // The walker warp: its lanes together where a CTA's step crosses many
+  // groups (GroupedGemmParams::walk_lanes: next_warp, 32 groups' ends a
+  // step, lane 0 publishes), lane 0 alone otherwise (next), as on sm_90a.
   GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
+    if (p.walk_lanes) {
+      walk<true>(p);
+    } else if (threadIdx.x % 32 == 0) {
+      walk<false>(p);
+    }
+  }
+
+ private:
+  template <bool kLanes>
+  GGEMM_DEVICE static void walk(const GroupedGemmParams &p) {
     GroupedTileScheduler sched(grouped_problem(p), Cfg::kTileM, Cfg::walk_tile_n(p));
     const ClusterWalk w = Cfg::walk();
     TileHandoff handoff;
     GroupedTile pair;
     const bool publisher = threadIdx.x % 32 == 0;
-    for (uint64_t t = w.first; sched.next_warp(t, &pair); t += w.stride) {
+    for (uint64_t t = w.first; kLanes ? sched.next_warp(t, &pair) : sched.next(t, &pair); t += w.stride) {
       if (publisher) handoff.publish(Cfg::handoff_region(), pair, uint32_t(t));
-      __syncwarp();  // the lanes meet again before the next step's shuffles
+      if constexpr (kLanes) __syncwarp();  // the lanes meet again before the next step's shuffles
     }
     if (publisher) handoff.finish(Cfg::handoff_region());
   }

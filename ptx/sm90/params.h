@@ -61,10 +61,6 @@ struct Sm90GroupedParams : GroupedGemmParams {
   // weight slot ends 64 rows past the last slice's box instead of 128
   // (weights_stage_rows: deeper pipelines for the LoRA shrink).
   uint32_t consumer_warpgroups;
-  // 1: the tile walker's lanes cross groups together, 32 a step
-  // (GroupedTileScheduler::next_warp); 0: one thread, kWalkBatch a step
-  // (next). runtime/plan_common.cpp, walk_by_lanes, says which pays.
-  uint32_t walk_lanes;
   // The MoE layer at decode (ggemm_moe_ffn, at most kOneWarpMaxSlots
   // slots), read by the routed decode GEMV kernels only: they route the
   // layer's top-k slots themselves (ptx/sm90/decode_gemv.cuh,

@@ -30,7 +30,7 @@ struct TileWalkerSm90 {
   }
 
   // Warp 1. The lanes walk together where a CTA's step from one tile to its
-  // next crosses many groups (Sm90GroupedParams::walk_lanes: next_warp, 32
+  // next crosses many groups (GroupedGemmParams::walk_lanes: next_warp, 32
   // groups' ends a step, lane 0 publishes); otherwise lane 0 walks alone
   // (next: kWalkBatch groups a step, whose few dependent instructions take
   // less than a lane step's scans and shuffles).
