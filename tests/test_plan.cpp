@@ -523,7 +523,10 @@ TEST(Sm90Plan, DecodeNarrowRuleByHand) {
 TEST(Sm90Plan, TileWalkByLanesWhereAStepCrossesManyGroups) {
   const auto lanes = [](const CallShape &c) {
     KernelPlan plan;
-    EXPECT_EQ(sm90_persistent_plan(h200(), c, nullptr, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+    if (sm90_persistent_plan(h200(), c, nullptr, &plan) != GGEMM_STATUS_SUCCESS) {
+      ADD_FAILURE() << "no plan: " << ggemm_last_error_message();
+      return false;  // (a failed plan has tile_m 0: the rule would divide by it)
+    }
     return walk_by_lanes(plan, c, plan.max_clusters * plan.cluster_size);
   };
   CallShape lora = shape(0, 16);  // LoRA expand: 8 adapters, M 1024, Q/K/V 6144 features
@@ -537,8 +540,9 @@ TEST(Sm90Plan, TileWalkByLanesWhereAStepCrossesManyGroups) {
   CallShape one = listed;  // one group: nothing to cross
   one.num_groups = 1;
   EXPECT_FALSE(lanes(one));
-  // By hand: 132 CTAs, tiles of 128 x 128, N 1024 (8 column blocks), one row
-  // block a group (M = groups): a step crosses 132 / 8 = 16.5 groups > 4.
+  // At the threshold: 2048 rows in 128 groups of at most 16 (the plan's
+  // tile_m), N 1024; `tiles` is the host's bound, a step of g CTAs crosses
+  // g * 128 / tiles groups on average: one thread up to 4, the lanes past.
   CallShape by_hand = shape(16, 4096);
   by_hand.n = 1024, by_hand.m = 2048, by_hand.num_groups = 128;
   KernelPlan plan;
@@ -1931,6 +1935,23 @@ void expect_refused_sm100(const ggemm_config &o, const CallShape &s, ggemm_statu
   const std::string msg = ggemm_last_error_message();
   for (const std::string &n : names)
     EXPECT_NE(msg.find(n), std::string::npos) << "message \"" << msg << "\" lacks \"" << n << "\"";
+}
+
+// The walker's rule counts a pair's tiles (256 weight rows) and a pair's
+// step (grid / 2 pairs): with clusters of two, a grid whose pairs step
+// across 4 groups' tiles keeps one thread, one pair more takes the lanes.
+TEST(Sm100Plan, TileWalkRuleCountsPairTilesAndPairSteps) {
+  ggemm_config o = blank_config();
+  o.cta_group = 2;
+  CallShape s = shape(16, 4096);
+  s.n = 1024, s.m = 2048, s.num_groups = 128;
+  KernelPlan plan;
+  ASSERT_EQ(sm100_plan(b200(), s, &o, &plan), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  ASSERT_EQ(plan.cluster_size, 2u);
+  const int64_t pair_tiles = row_block_bound(s, plan.tile_m) * column_blocks(s, plan.tile_n * 2);
+  const int64_t pairs = 4 * pair_tiles / s.num_groups;
+  EXPECT_FALSE(walk_by_lanes(plan, s, 2 * pairs));
+  EXPECT_TRUE(walk_by_lanes(plan, s, 2 * (pairs + 1)));
 }
 
 // cta_group 2 (a cluster of two CTAs sharing each MMA) on request: the pair

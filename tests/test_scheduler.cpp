@@ -496,8 +496,9 @@ TEST(GroupedTileScheduler, BatchedGroupWalkMatchesOneGroupAtATime) {
 }
 
 
-// The persistent kernels' walker warps cross groups 32 at a time, a group's
-// end per lane, by scans and a ballot over the lanes (next_lanes). Run here
+// The persistent kernels' walker warps cross groups 32 at a time where a
+// step crosses many (GroupedGemmParams::walk_lanes), a group's end per
+// lane, by scans and a ballot over the lanes (next_lanes). Run here
 // by 32 threads as its lanes (tests/lane_threads.h), the header's very code
 // must give every lane the same tiles as the one-thread walk, for each CTA
 // of a launch: malformed offsets (decreasing, past M, wrapped), every

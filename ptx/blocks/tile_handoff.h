@@ -7,8 +7,8 @@
 // to walk, that chain would sit between a consumer's epilogue and its next
 // mainloop, on the critical path of every tile. Instead one walker warp
 // (the kernel's otherwise idle warp: its lanes together,
-// GroupedTileScheduler::next_warp, or on sm_90a lane 0 alone where a step
-// crosses few groups, GroupedGemmParams::walk_lanes) walks,
+// GroupedTileScheduler::next_warp, or lane 0 alone where a step crosses
+// few groups, GroupedGemmParams::walk_lanes) walks,
 // its lane 0 publishing each tile (inactive ones too: their consumers write
 // zeros) into a ring of kTileSlots slots, up
 // to kTileSlots ahead of the slowest receiver, and a slot holding rows = 0

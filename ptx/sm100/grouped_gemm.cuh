@@ -31,7 +31,8 @@
 //              apart meet by a shuffle), store to global memory directly;
 //              then release the accumulator, so the MMAs of the next tile
 //              run into the other buffer while this one drains.
-//   warp 6     walks the tiles (its lanes together) and lane 0 hands each to the roles above
+//   warp 6     walks the tiles (its lanes together where a step crosses many groups, else lane 0
+//              alone: GroupedGemmParams::walk_lanes) and lane 0 hands each to the roles above
 //              through shared memory (ptx/blocks/tile_handoff.h, the sm_90a
 //              kernel's mechanism, measured there).
 //

@@ -1,4 +1,5 @@
-// The sm_100a grouped GEMM's tile walker (one thread of warp 6) and TMA
+// The sm_100a grouped GEMM's tile walker (warp 6: its lanes, or lane 0
+// alone; GroupedGemmParams::walk_lanes) and TMA
 // producer (one thread of warp 0, or the whole warp when gathering);
 // grouped_gemm.cuh dispatches them. Cfg is the kernel's
 // GroupedGemmSm100Config.

@@ -12,7 +12,9 @@
 // (tile_m = 16..256), so decode-sized groups waste little.
 //
 //   warpgroup 0  40 registers. Warp 1 walks the tiles (its lanes together,
-//                32 groups a step) and lane 0 hands each to the other roles
+//                32 groups a step, where a step crosses many groups; lane 0
+//                alone otherwise: GroupedGemmParams::walk_lanes) and lane 0
+//                hands each to the other roles
 //                through shared memory
 //                (ptx/blocks/tile_handoff.h), so no other role waits on the
 //                walk's routing loads. Warp 0: the producer, one thread
