@@ -200,7 +200,7 @@ Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &
 }
 
 // GGEMM_DEBUG: the call, the plan and the launch, one line.
-void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, const Sm90GroupedParams &p) {
+void print_launch(const GroupedLaunch &a, const KernelPlan &k, int64_t grid, const GroupedGemmParams &p) {
   const GroupedShape &s = a.shape;
   // The persistent kernels' pipeline, or the short-K kernels' tile (they
   // have no stages, swizzle or staging ring).
