@@ -277,30 +277,7 @@ struct GroupedGemmSm90 {
       }
     } else if (warpgroup <= Cfg::consumers(p)) {  // a second warpgroup with no rows below N has nothing to do
       ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
-      // One consumer loop per swizzle (tile_k = swizzle / 2), chosen once:
-      // each stage's wgmmas are then unrolled and no branch merges the
-      // accumulators inside the loop. (A run-time k-step count, or a branch
-      // between wgmmas, makes ptxas close extra wgmma groups or serialise
-      // them, C7515.)
-      // K-sliced stages (k_slices 2 or 4) exist for the 128-byte swizzle only.
-      const OldCBarriers c{c_full, c_empty};
-      switch (p.swizzle_bytes) {
-        case 128:
-          if constexpr (Cfg::kSlicedViews) {
-            if (p.k_slices == 4) {
-              consume<128, 4>(p, smem, layout, full, empty, c, warpgroup - 1);
-              break;
-            }
-            if (p.k_slices == 2) {
-              consume<128, 2>(p, smem, layout, full, empty, c, warpgroup - 1);
-              break;
-            }
-          }
-          consume<128>(p, smem, layout, full, empty, c, warpgroup - 1);
-          break;
-        case 64: consume<64>(p, smem, layout, full, empty, c, warpgroup - 1); break;
-        default: consume<32>(p, smem, layout, full, empty, c, warpgroup - 1); break;
-      }
+      consume_epilogue(p, smem, layout, full, empty, OldCBarriers{c_full, c_empty}, warpgroup - 1);
     }
     if constexpr (ClusterM > 1) {
       // The peer's consumers arrive on this CTA's empty barriers until their
@@ -320,9 +297,54 @@ struct GroupedGemmSm90 {
     }
   }
 
+  // Two consumer loops, chosen once per launch: one compiled for the store
+  // epilogue alone (LoRA, plain grouped GEMMs), one for the others (row
+  // scale, SwiGLU, accumulate), which tests p.epilogue per tile. The LoRA
+  // calls' consumers run at instruction-fetch speed, and the tests of the
+  // MoE epilogues (a dozen compares and branches a warp and tile) had made
+  // them ~10% more instructions a tile and 0.3-0.9 us slower; a loop per
+  // MoE epilogue as well measured 1.5-2% slower on the MoE layer at 16-64
+  // tokens (docs/performance.md, "The store epilogue's own consumer loop").
+  GGEMM_DEVICE static void consume_epilogue(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout,
+                                            uint64_t *full, uint64_t *empty, const OldCBarriers &c, uint32_t cw) {
+    if (!Cfg::kSwigluOnly && p.epilogue == kEpilogueStore) {
+      consume_swizzled<kEpilogueStore>(p, smem, layout, full, empty, c, cw);
+    } else {
+      consume_swizzled<kEpilogueAny>(p, smem, layout, full, empty, c, cw);
+    }
+  }
+
+  // One consumer loop per swizzle (tile_k = swizzle / 2), chosen once:
+  // each stage's wgmmas are then unrolled and no branch merges the
+  // accumulators inside the loop. (A run-time k-step count, or a branch
+  // between wgmmas, makes ptxas close extra wgmma groups or serialise
+  // them, C7515.)
+  // K-sliced stages (k_slices 2 or 4) exist for the 128-byte swizzle only.
+  template <uint32_t Epilogue>
+  GGEMM_DEVICE static void consume_swizzled(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout,
+                                            uint64_t *full, uint64_t *empty, const OldCBarriers &c, uint32_t cw) {
+    switch (p.swizzle_bytes) {
+      case 128:
+        if constexpr (Cfg::kSlicedViews) {
+          if (p.k_slices == 4) {
+            consume<128, Epilogue, 4>(p, smem, layout, full, empty, c, cw);
+            break;
+          }
+          if (p.k_slices == 2) {
+            consume<128, Epilogue, 2>(p, smem, layout, full, empty, c, cw);
+            break;
+          }
+        }
+        consume<128, Epilogue>(p, smem, layout, full, empty, c, cw);
+        break;
+      case 64: consume<64, Epilogue>(p, smem, layout, full, empty, c, cw); break;
+      default: consume<32, Epilogue>(p, smem, layout, full, empty, c, cw); break;
+    }
+  }
+
   // A consumer warpgroup (cw 0 or 1): for each handed-off tile, its
   // mainloop, then its epilogue.
-  template <uint32_t Swizzle, uint32_t Slices = 1>
+  template <uint32_t Swizzle, uint32_t Epilogue, uint32_t Slices = 1>
   GGEMM_DEVICE static void consume(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout, uint64_t *full,
                                    uint64_t *empty, const OldCBarriers &c, uint32_t cw) {
     // k_iters and the staging address are recomputed per tile where used:
@@ -348,8 +370,8 @@ struct GroupedGemmSm90 {
       // accumulators leave no registers to hold them through the tile.
       const TileSlot &slot = handoff.wait(Cfg::handoff_region());
       if (slot.tile.rows == 0) break;  // the end
-      consume_tile<Swizzle, Slices>(p, smem, layout, full, empty, c, cw, tid, slot.tile, slot.index, pipe, acc,
-                                    staging_buffers, scaled_tiles, c_ring, trace);
+      consume_tile<Swizzle, Epilogue, Slices>(p, smem, layout, full, empty, c, cw, tid, slot.tile, slot.index, pipe,
+                                              acc, staging_buffers, scaled_tiles, c_ring, trace);
       handoff.release(Cfg::handoff_region());
     }
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
@@ -358,7 +380,7 @@ struct GroupedGemmSm90 {
 
   // One tile of a consumer warpgroup: its mainloop (none for an inactive
   // group's tile, whose outputs the epilogue zeroes), then its epilogue.
-  template <uint32_t Swizzle, uint32_t Slices>
+  template <uint32_t Swizzle, uint32_t Epilogue, uint32_t Slices>
   GGEMM_DEVICE static void consume_tile(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout,
                                         uint64_t *full, uint64_t *empty, const OldCBarriers &c, uint32_t cw,
                                         uint32_t tid, const GroupedTile &tile, uint32_t tile_index, RingPosition &pipe,
@@ -370,25 +392,27 @@ struct GroupedGemmSm90 {
     // that their latency hides under the mainloop (row_scales.h; those of
     // a two-chunk tile come from the row-scale loader).
     typename EpilogueSm90<Cfg>::RowScales scales;
-    if constexpr (!Cfg::kSwigluOnly && !Cfg::kRowScalesShared) {
+    if constexpr (Epilogue == kEpilogueAny && !Cfg::kSwigluOnly && !Cfg::kRowScalesShared) {
       if (active && p.epilogue == kEpilogueRowScale) scales.load(p, tile.row0, tile.rows, tid);
     }
+    const bool accumulates = Epilogue == kEpilogueAny && Cfg::accumulates(p);
     if (active) {
       MainloopSm90<Cfg>::template run<Swizzle, Slices, Cfg::kTileM>(p, smem, layout, full, empty, cw, tile.rows, pipe,
                                                                     acc, trace);
-    } else if (p.epilogue == kEpilogueAccumulate) {
+    } else if (accumulates) {
       return;  // C += 0
     }
     trace.record(kTraceEpilogue, tile_index);
     uint8_t *staging = smem + layout.c_offset() + cw * p.staging_buffers * Cfg::kStagingBytes;
     if constexpr (Cfg::kSupportsAccumulate) {
-      if (p.epilogue == kEpilogueAccumulate) {
+      if (accumulates) {
         EpilogueSm90<Cfg>::store_accumulate(p, tile, cw, tid, staging, c, c_ring, acc);
         trace.record(kTraceEpilogueEnd, tile_index);
         return;
       }
     }
-    EpilogueSm90<Cfg>::store(p, tile, active, cw, tid, staging, staging_buffers, scales, scaled_tiles, acc);
+    EpilogueSm90<Cfg>::template store<Epilogue>(p, tile, active, cw, tid, staging, staging_buffers, scales,
+                                                scaled_tiles, acc);
     trace.record(kTraceEpilogueEnd, tile_index);
   }
 };
