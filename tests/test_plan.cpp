@@ -867,6 +867,16 @@ TEST(Sm90Plan, RefusesTileM256WithAccumulate) {
   CallShape s = shape();
   s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
   expect_refused(o, s, GGEMM_STATUS_INVALID_CONFIG, {"config->tile_m", "accumulate"});
+  // mma_n alone fixes tile_m too (the plan takes it as tile_m): it was
+  // accepted, and the tile_m 256 kernel, which has no accumulate epilogue,
+  // stored over C instead of adding (a review found it).
+  o = blank_config();
+  o.mma_n = 256;
+  expect_refused(o, s, GGEMM_STATUS_INVALID_CONFIG, {"config->mma_n = 256", "accumulate"});
+  o.mma_n = 128;
+  KernelPlan cfg;
+  EXPECT_EQ(sm90_persistent_plan(h200(), s, &o, &cfg), GGEMM_STATUS_SUCCESS) << ggemm_last_error_message();
+  EXPECT_EQ(cfg.tile_m, 128u);
 }
 
 TEST(Sm90Plan, RefusesStages) {
@@ -1986,6 +1996,10 @@ TEST(Sm100Plan, CtaGroup2OnRequest) {
   o.cta_group = 2;
   o.tile_m = 16;
   expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->tile_m = 16 with cta_group 2"});
+  o.tile_m = 0;
+  o.mma_n = 16;  // mma_n alone fixes tile_m the same way
+  expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->mma_n = 16 with cta_group 2"});
+  o.mma_n = 0;
   o.tile_m = 0;
   o.cta_group = 3;
   expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cta_group = 3"});

@@ -159,7 +159,8 @@ typedef struct ggemm_config {
   int tile_k;         /* must equal swizzle bytes / 2 (64, 32 or 16) */
   int mma_m;          /* sm_90a: 64 (each consumer warpgroup's wgmma M);
                          sm_100a: 128 (tcgen05.mma M) */
-  int mma_n;          /* equal to tile_m */
+  int mma_n;          /* equal to tile_m; set alone (tile_m 0) it fixes
+                         tile_m, with tile_m's limits */
   int mma_k;          /* 16 */
   int cluster_m;      /* 0 = automatic (1); 2 = two CTAs along the weight rows
                          sharing one token tile: on sm_100a the cta_group 2

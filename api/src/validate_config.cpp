@@ -64,17 +64,23 @@ ggemm_status validate_config(const ggemm_config *o, Arch arch, const DeviceProps
   if (o->tile_m != 0 && !tile_m_ok(o->tile_m))
     return fail(GGEMM_STATUS_INVALID_CONFIG, "config->tile_m = %d: must be 16, 32, 64, 128%s for %s output",
                 o->tile_m, max_persistent_tile_m(arch, c_dtype) >= 256 ? " or 256" : "", dtype_name(c_dtype));
-  if (o->tile_m != 0 && cta_group == 2 && uint32_t(o->tile_m) < min_cluster_tile_m(arch, 2))
-    return fail(GGEMM_STATUS_INVALID_CONFIG,
-                "config->tile_m = %d with cta_group 2: the pair splits the tokens, so tile_m is 32 or more",
-                o->tile_m);
-  if (o->tile_m != 0 && shape.epilogue == GGEMM_EPILOGUE_ACCUMULATE && !accumulate_supported(arch, uint32_t(o->tile_m)))
-    return fail(GGEMM_STATUS_INVALID_CONFIG,
-                "config->tile_m = %d: the accumulate epilogue runs with tile_m up to %u on %s", o->tile_m,
-                max_accumulate_tile_m(arch), r.name);
   if (o->mma_n != 0 && (o->tile_m ? o->tile_m != o->mma_n : !tile_m_ok(o->mma_n)))
     return fail(GGEMM_STATUS_INVALID_CONFIG, "config->mma_n = %d: on %s the %s N is tile_m (%d)", o->mma_n, r.name,
                 r.mma, o->tile_m);
+  // The tile_m the config fixes: its own, or, alone, mma_n's (the plan
+  // takes mma_n as tile_m; runtime/plan_common.cpp). Both checks below hold
+  // for either field.
+  const int fixed_tile_m = o->tile_m ? o->tile_m : o->mma_n;
+  const char *fixed_by = o->tile_m ? "tile_m" : "mma_n";
+  if (fixed_tile_m != 0 && cta_group == 2 && uint32_t(fixed_tile_m) < min_cluster_tile_m(arch, 2))
+    return fail(GGEMM_STATUS_INVALID_CONFIG,
+                "config->%s = %d with cta_group 2: the pair splits the tokens, so tile_m is 32 or more", fixed_by,
+                fixed_tile_m);
+  if (fixed_tile_m != 0 && shape.epilogue == GGEMM_EPILOGUE_ACCUMULATE &&
+      !accumulate_supported(arch, uint32_t(fixed_tile_m)))
+    return fail(GGEMM_STATUS_INVALID_CONFIG,
+                "config->%s = %d: the accumulate epilogue runs with tile_m up to %u on %s", fixed_by, fixed_tile_m,
+                max_accumulate_tile_m(arch), r.name);
   for (int sw : {o->a_swizzle, o->b_swizzle})
     if (sw != 0 && sw != 32 && sw != 64 && sw != 128)
       return fail(GGEMM_STATUS_INVALID_CONFIG, "config->%s = %d: swizzle is 128, 64 or 32 bytes (0 = auto)",

@@ -121,7 +121,9 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static constexpr bool kOneConsumerAllowed = Layout == WeightLayout::kKMajor && ClusterM == 1;
   // At tile_m 256 the 128 accumulator registers leave too few for the
   // accumulate epilogue's old values (it spills); the runtime never picks
-  // that pair (GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE).
+  // that pair (GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE; a config's tile_m or
+  // mma_n of 256 with accumulate is refused, api/src/validate_config.cpp).
+  // The consumers count on it: their accumulate path is compiled only here.
   static constexpr bool kSupportsAccumulate = GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(TileM);
   static_assert(!kSupportsAccumulate || kStageChunks == 1, "accumulate: one staging chunk per tile");
 
@@ -298,13 +300,14 @@ struct GroupedGemmSm90 {
   }
 
   // Two consumer loops, chosen once per launch: one compiled for the store
-  // epilogue alone (LoRA, plain grouped GEMMs), one for the others (row
-  // scale, SwiGLU, accumulate), which tests p.epilogue per tile. The LoRA
-  // calls' consumers run at instruction-fetch speed, and the tests of the
-  // MoE epilogues (a dozen compares and branches a warp and tile) had made
-  // them ~10% more instructions a tile and 0.3-0.9 us slower; a loop per
-  // MoE epilogue as well measured 1.5-2% slower on the MoE layer at 16-64
-  // tokens (docs/performance.md, "The store epilogue's own consumer loop").
+  // epilogue alone (plain grouped GEMMs, LoRA shrink and expand but for
+  // the accumulating expand), one for the others (row scale, SwiGLU,
+  // accumulate), which tests p.epilogue per tile. The LoRA calls'
+  // consumers run at instruction-fetch speed, and those tests (+10
+  // compares, +7 branches, 44 instructions in all a warp and tile: 296 ->
+  // 340) had made them 0.3-0.6 us slower cold; a loop per MoE epilogue as
+  // well measured 1.4-2.2% slower on the MoE layer at 16-64 tokens
+  // (docs/performance.md, "The store epilogue's own consumer loop").
   GGEMM_DEVICE static void consume_epilogue(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout,
                                             uint64_t *full, uint64_t *empty, const OldCBarriers &c, uint32_t cw) {
     if (!Cfg::kSwigluOnly && p.epilogue == kEpilogueStore) {
@@ -379,7 +382,8 @@ struct GroupedGemmSm90 {
   }
 
   // One tile of a consumer warpgroup: its mainloop (none for an inactive
-  // group's tile, whose outputs the epilogue zeroes), then its epilogue.
+  // group's tile, whose outputs the epilogue zeroes, or, accumulating,
+  // leaves as they are), then its epilogue.
   template <uint32_t Swizzle, uint32_t Epilogue, uint32_t Slices>
   GGEMM_DEVICE static void consume_tile(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout,
                                         uint64_t *full, uint64_t *empty, const OldCBarriers &c, uint32_t cw,
