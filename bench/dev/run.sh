@@ -37,6 +37,15 @@ usage: bench/dev/run.sh TOOL [ARGS...]
         power sampled by nvidia-smi (time, TFLOP/s, per GHz, per kW)
   ncu FILTER [FILTER...]
         Nsight Compute report of one ggemm kernel launch per filter
+  ncu_time FILTER BUILD [BUILD...]
+        each build's ggemm_sm90 kernel durations by Nsight Compute (25
+        cold launches, no PDL overlap): min, median, max
+  ncu_source FILTER BUILD OUT.csv
+        one launch's per-instruction counters (SASS source page) for
+        sass_counts
+  sass_counts A.csv [B.csv] [--hot N] | --self-test
+        where two builds' kernels spend instructions: by execution count
+        (the role that ran them) and the hot loop's opcodes, B - A
   sweep_lora [COPY_GBPS]
         time the LoRA shrink and expand at every tile_m the config
         override allows, through the Python package (needs PyTorch)
@@ -55,6 +64,9 @@ case "$tool" in
   ab_libs) exec "$here/ab_libs.sh" "$@" ;;
   power) exec "$here/power.sh" "$@" ;;
   ncu) exec "$here/ncu.sh" "$@" ;;
+  ncu_time) exec "$here/ncu_time.sh" time "$@" ;;
+  ncu_source) exec "$here/ncu_time.sh" source "$@" ;;
+  sass_counts) exec python3 "$here/sass_counts.py" "$@" ;;
   sweep_lora)
     cd "$here/../.."
     GGEMM_LIBRARY=${GGEMM_LIBRARY:-build/libggemm.so} PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} \
