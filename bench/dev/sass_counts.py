@@ -8,8 +8,8 @@ Compute's source page (per-SASS-instruction counters of one launch each):
     python3 bench/dev/sass_counts.py a.csv b.csv [--hot N]
 
 (`bench/dev/run.sh ncu_source ROW BUILD OUT.csv` runs the first two.)
-Per file: warp instructions executed, the PCs executed, the stall samples
-and those of "no instruction" (instruction fetch). Then each file's
+Per file: warp instructions executed, the PCs executed, the stall samples,
+those of "no instruction" (instruction fetch) and the samples by reason. Then each file's
 instructions grouped by how often each PC ran, which names the role that
 ran it: a PC run once per CTA (the grid) is prologue, once per tile (the
 tiles) the producer or walker, tiles x 8 a consumer warp's per-tile code
@@ -32,20 +32,25 @@ def number(text):
     return float(text) if text not in ("", "-") else 0.0
 
 
-def load(stream):
-    """[(source, executed, stall samples, no-instruction samples)], one per SASS instruction."""
+def load(stream, reasons=None):
+    """[(source, executed, stall samples, no-instruction samples)], one per SASS instruction; with a
+    dict `reasons`, the stall samples summed per reason (the stall_* columns) into it."""
     rows = list(csv.reader(stream))
     start = next(i for i, r in enumerate(rows) if "Source" in r and "Instructions Executed" in r)
     head = rows[start]
     src, ex = head.index("Source"), head.index("Instructions Executed")
     samples = head.index("Warp Stall Sampling (All Samples)") if "Warp Stall Sampling (All Samples)" in head else None
     no_inst = head.index("stall_no_inst") if "stall_no_inst" in head else None
+    stalls = [i for i, h in enumerate(head) if h.startswith("stall_") and "(Not Issued)" not in h]
     out = []
     for r in rows[start + 1:]:
         if len(r) < len(head):
             continue
         out.append((r[src].strip(), number(r[ex]), number(r[samples]) if samples is not None else 0.0,
                     number(r[no_inst]) if no_inst is not None else 0.0))
+        if reasons is not None:
+            for i in stalls:
+                reasons[head[i][len("stall_"):]] = reasons.get(head[i][len("stall_"):], 0.0) + number(r[i])
     return out
 
 
@@ -83,11 +88,14 @@ def opcodes(page, hot):
     return counts
 
 
-def report(pages, names, hot, out=sys.stdout):
-    for name, page in zip(names, pages):
+def report(pages, names, hot, out=sys.stdout, reasons=None):
+    for k, (name, page) in enumerate(zip(names, pages)):
         (ex, pcs, samples, no_inst), classes = summary(page)
         print(f"{name}: {ex:.0f} warp instructions executed, {pcs} PCs executed, {samples:.0f} stall samples "
               f"({no_inst:.0f} no instruction)", file=out)
+        if reasons:
+            top = sorted(((v, r) for r, v in reasons[k].items() if v > 0), reverse=True)[:8]
+            print("  stall samples by reason: " + ", ".join(f"{r} {v:.0f}" for v, r in top), file=out)
         for key in sorted(classes, key=lambda k: (k[0] != "<", int(k.lstrip("<>=")))):
             n, e = classes[key]
             print(f"  PCs executed {key:>6} times: {n:5d} PCs, {e:10.0f} instructions", file=out)
@@ -106,8 +114,10 @@ def self_test():
         return io.StringIO('"Kernel Name","k",\n' + head + "".join(
             f'"0x{i:x}","{s}","{smp}","{ex:,}","{ni}"\n' for i, (s, ex, smp, ni) in enumerate(rows)))
 
+    why = {}
     a = load(page([("S2R R0, SR_TID.X", 132, 1, 1), ("ISETP.NE.AND P0, PT, R0, RZ, PT", 3072, 2, 0),
-                   ("@P0 BRA 0x10", 3072, 0, 0), ("FMUL R1, R2, R3", 3072, 5, 3), ("EXIT", 0, 0, 0)]))
+                   ("@P0 BRA 0x10", 3072, 0, 0), ("FMUL R1, R2, R3", 3072, 5, 3), ("EXIT", 0, 0, 0)]), why)
+    assert why == {"no_inst": 4.0}, why
     b = load(page([("S2R R0, SR_TID.X", 132, 1, 1), ("ISETP.NE.AND P0, PT, R0, RZ, PT", 3072, 2, 0),
                    ("ISETP.NE.AND P1, PT, R0, 0x2, PT", 3072, 1, 1), ("@!P1 BRA 0x20", 3072, 0, 0),
                    ("@P0 BRA 0x10", 3072, 0, 0), ("FMUL R1, R2, R3", 3072, 5, 3), ("EXIT", 0, 0, 0)]))
@@ -136,11 +146,12 @@ def main(args):
     if not 1 <= len(args) <= 2:
         print(__doc__, file=sys.stderr)
         return 2
-    pages = []
+    pages, reasons = [], []
     for path in args:
+        reasons.append({})
         with open(path, newline="") as f:
-            pages.append(load(f))
-    report(pages, args, hot)
+            pages.append(load(f, reasons[-1]))
+    report(pages, args, hot, reasons=reasons)
     return 0
 
 
