@@ -2000,7 +2000,6 @@ TEST(Sm100Plan, CtaGroup2OnRequest) {
   o.mma_n = 16;  // mma_n alone fixes tile_m the same way
   expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->mma_n = 16 with cta_group 2"});
   o.mma_n = 0;
-  o.tile_m = 0;
   o.cta_group = 3;
   expect_refused_sm100(o, shape(), GGEMM_STATUS_INVALID_CONFIG, {"config->cta_group = 3"});
 }

@@ -19,9 +19,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
+usage() { echo "usage: bench/dev/run.sh ncu_time FILTER BUILD [BUILD...] | ncu_source FILTER BUILD OUT.csv" >&2; exit 2; }
 mode=${1:-}
 filter=${2:-}
-shift 2 2>/dev/null || { echo "usage: bench/dev/run.sh ncu_time FILTER BUILD... | ncu_source FILTER BUILD OUT.csv" >&2; exit 2; }
+shift 2 2>/dev/null || usage
 common=(--clock-control none --cache-control all -k 'regex:ggemm_sm90' --launch-skip 5)
 
 bench_of() {  # BUILD -> its benchmark binary, with its own library first on the search path
@@ -31,7 +32,7 @@ bench_of() {  # BUILD -> its benchmark binary, with its own library first on the
 
 case "$mode" in
   time)
-    [ $# -ge 1 ] || { echo "usage: bench/dev/run.sh ncu_time FILTER BUILD [BUILD...]" >&2; exit 2; }
+    [ $# -ge 1 ] || usage
     for build in "$@"; do
       bin=$(bench_of "$build") || exit 1
       log=$(mktemp)
@@ -45,7 +46,7 @@ case "$mode" in
       rm -f "$log"
     done ;;
   source)
-    [ $# -eq 2 ] || { echo "usage: bench/dev/run.sh ncu_source FILTER BUILD OUT.csv" >&2; exit 2; }
+    [ $# -eq 2 ] || usage
     bin=$(bench_of "$1") || exit 1
     rep=$(mktemp -u).ncu-rep
     LD_LIBRARY_PATH="$1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 300 ncu "${common[@]}" --launch-count 1 \
@@ -53,5 +54,5 @@ case "$mode" in
       > "$2.log" 2>&1 || { tail -5 "$2.log"; exit 1; }
     ncu -i "$rep" --page source --csv --print-source sass > "$2" && rm -f "$rep" "$2.log"
     echo "$2: $(wc -l < "$2") lines" ;;
-  *) echo "usage: bench/dev/run.sh ncu_time FILTER BUILD... | ncu_source FILTER BUILD OUT.csv" >&2; exit 2 ;;
+  *) usage ;;
 esac
