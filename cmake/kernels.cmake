@@ -7,16 +7,19 @@
 # fatbins tagged with its device's architecture (ggemm_fatbin_arch[],
 # cmake/fatbins.S.in); loading an sm_100a-only fatbin on an H200 would fail.
 #
-# ptx/<dir>/kernels_<dtype>.cu for each <dir> below, compiled with its gencode;
-# the number is what runtime/device.cpp compares with the device (arch_number()).
-# Beside them, ptx/<dir>/kernels_moe.cu: the MoE layer's routing and combine
-# kernels (plain CUDA C++ in ptx/moe/, the same source for every architecture).
+# ptx/<dir>/kernels_<name>.cu for each <dir> below and each <name> of its
+# list, compiled with its gencode; the number is what runtime/device.cpp
+# compares with the device (arch_number()). The names: the GEMM kernels of
+# each operand dtype (sm_90a's store-only persistent kernels apart, store_*),
+# and moe, the MoE layer's routing and combine kernels (plain CUDA C++ in
+# ptx/moe/, the same source for every architecture).
 set(GGEMM_KERNEL_DIRS sm90 sm100)
 set(GGEMM_KERNEL_sm90_ARCH 90)
 set(GGEMM_KERNEL_sm90_GENCODE -gencode=arch=compute_90a,code=sm_90a)
 set(GGEMM_KERNEL_sm100_ARCH 100)
 set(GGEMM_KERNEL_sm100_GENCODE -gencode=arch=compute_100a,code=sm_100a)
-set(GGEMM_KERNEL_DTYPES bf16 fp16)
+set(GGEMM_KERNEL_sm90_SOURCES bf16 fp16 store_bf16 store_fp16 moe)
+set(GGEMM_KERNEL_sm100_SOURCES bf16 fp16 moe)
 # The MoE kernels' own headers: the kernels_moe fatbins, and the GEMM
 # fatbins too (the decode GEMV routes the MoE layer's slots in its prologue
 # with the routing's one-warp code: ptx/sm90/decode_gemv.cuh).
@@ -62,7 +65,7 @@ foreach(dir ${GGEMM_KERNEL_DIRS})
       ${CMAKE_CURRENT_SOURCE_DIR}/ptx/sm90/*.h ${CMAKE_CURRENT_SOURCE_DIR}/ptx/sm90/*.cuh)
     list(APPEND arch_headers ${sm90_headers})
   endif()
-  foreach(dtype ${GGEMM_KERNEL_DTYPES} moe)
+  foreach(dtype ${GGEMM_KERNEL_${dir}_SOURCES})
     set(name kernels_${dtype})
     set(src ${CMAKE_CURRENT_SOURCE_DIR}/ptx/${dir}/${name}.cu)
     set(out ${CMAKE_CURRENT_BINARY_DIR}/kernels/${dir}_${name}.fatbin)

@@ -15,6 +15,7 @@ enum class KernelFamily : uint8_t {
   kPersistent,   // the warp-specialised TMA pipeline (sm_90a, sm_100a)
   kShortK,       // sm_90a: no pipeline, K <= kShortKMaxK (ptx/sm90/short_k_gemm.cuh)
   kShortKSplit,  // sm_90a: the same with K split over a cluster of kShortKSplit CTAs
+  kPersistentStore,   // sm_90a: the persistent kernel compiled for the store epilogue alone, no gather
   kPersistentSwiglu,  // sm_90a: the persistent kernel with its epilogue fixed to SwiGLU (tile_m 256)
   kDecodeGemv,   // groups of a few rows, weights streamed by plain loads (ptx/sm90/decode_gemv.cuh; both archs)
   kDecodeGemvRouted,  // sm_90a: the same, routing the MoE layer's slots in its prologue (GroupedLaunch::route)

@@ -87,6 +87,13 @@ struct PlanRequest {
 void set_plan_request_for_testing(const PlanRequest &request);
 PlanRequest plan_request_for_testing();
 
+// The calls sm_90a's store-only persistent kernels (KernelFamily::
+// kPersistentStore, the _store twins) serve and the plan gives them: the
+// store epilogue, no gather (ptx/sm90/kernel_table.h says why).
+inline bool store_only_call(const GroupedShape &shape) {
+  return shape.epilogue == GGEMM_EPILOGUE_STORE && !shape.gather;
+}
+
 struct KernelPlan {
   const KernelEntry *kernel = nullptr;  // the entry point: name, family, tile_m, cluster
   uint32_t tile_m = 0;         // tokens per tile (the MMA's N)
@@ -108,10 +115,17 @@ struct KernelPlan {
 
   KernelFamily family() const { return kernel->family; }
   bool persistent() const {
-    return kernel->family == KernelFamily::kPersistent || kernel->family == KernelFamily::kPersistentSwiglu;
+    return kernel->family == KernelFamily::kPersistent || kernel->family == KernelFamily::kPersistentStore ||
+           kernel->family == KernelFamily::kPersistentSwiglu;
   }
   bool token_major() const {
     return kernel->family == KernelFamily::kTokenMajor || kernel->family == KernelFamily::kTokenMajorSwiglu;
+  }
+  // Whether the kernel has the call's epilogue and gather compiled in: the
+  // store-only twins serve store_only_call()s alone (a launch refuses the
+  // rest), every other kernel whatever its plan rules gave it.
+  bool serves(const GroupedShape &shape) const {
+    return kernel->family != KernelFamily::kPersistentStore || store_only_call(shape);
   }
   // The kernels fed by TMA through the operand tensor maps and storing
   // through the output views' maps: the persistent ones and the token-major ones.

@@ -108,9 +108,6 @@ std::string registry_name(Arch arch, KernelFamily family, ggemm_dtype a, ggemm_d
   const KernelEntry *e = find_kernel(arch, family, a, c, kmajor, tile_m, cluster);
   return e ? e->name : "";
 }
-std::string sm90_kernel_name(ggemm_dtype a, ggemm_dtype c, bool kmajor, uint32_t tile_m, uint32_t cluster_m) {
-  return registry_name(Arch::kSm90a, KernelFamily::kPersistent, a, c, kmajor, tile_m, cluster_m);
-}
 std::string sm90_short_k_kernel_name(ggemm_dtype a, ggemm_dtype c, uint32_t tile_m, uint32_t splits = 1) {
   return registry_name(Arch::kSm90a, splits > 1 ? KernelFamily::kShortKSplit : KernelFamily::kShortK, a, c, true,
                        tile_m, splits);
@@ -968,9 +965,14 @@ TEST(Sm90Plan, HonoursValidOverridesExactly) {
   names.insert("ggemm_sm90_grouped_" GGEMM_TEST_STR(EN) "_" GGEMM_TEST_STR(ON) "_" GGEMM_TEST_STR(LN) "_m" GGEMM_TEST_STR( \
       TM) GGEMM_TEST_STR(SUF));
 
+#define GGEMM_TEST_COLLECT_STORE_NAME(E, EN, O, ON, L, LN, TM, CL, SUF) \
+  GGEMM_TEST_COLLECT_NAME(E, EN, O, ON, L, LN, TM, CL, SUF##_store)
+
+// The general kernels and their store-only twins (suffix _store).
 std::set<std::string> table_names() {
   std::set<std::string> names;
   GGEMM_SM90_KERNELS(GGEMM_TEST_COLLECT_NAME)
+  GGEMM_SM90_KERNELS(GGEMM_TEST_COLLECT_STORE_NAME)
   return names;
 }
 
@@ -987,30 +989,66 @@ TEST(Sm90KernelRegistry, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) 
     for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
       for (bool transpose_b : {true, false})
         for (int tile_m : {0, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512})
-          for (int cluster_m : {0, 1, 2}) {
-            CallShape s = shape(4096, 4096, transpose_b, c);
-            s.a_dtype = a;
-            ggemm_config o = blank_config();
-            o.tile_m = tile_m;
-            o.cluster_m = cluster_m;
-            KernelPlan cfg;
-            if (sm90_persistent_plan(h200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
-            const std::string name = sm90_kernel_name(a, c, transpose_b, cfg.tile_m, cfg.cluster_size);
-            EXPECT_EQ(table.count(name), 1u) << "config accepted but no kernel: " << name;
-            // And the right one of the table's entries: operand then output
-            // dtype, K-major exactly when B is [E, N, K] (transpose_b).
-            const std::string want = std::string("ggemm_sm90_grouped_") + label(a) + "_" + label(c) + "_" +
-                                     (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m) +
-                                     (cluster_m == 2 ? "_cl2" : "");
-            EXPECT_EQ(name, want);
-            reached.insert(name);
-          }
+          for (int cluster_m : {0, 1, 2})
+            for (ggemm_epilogue epilogue : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE}) {
+              CallShape s = shape(4096, 4096, transpose_b, c);
+              s.a_dtype = a;
+              s.epilogue = epilogue;
+              ggemm_config o = blank_config();
+              o.tile_m = tile_m;
+              o.cluster_m = cluster_m;
+              KernelPlan cfg;
+              if (sm90_persistent_plan(h200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
+              const std::string name = cfg.kernel->name;
+              EXPECT_EQ(table.count(name), 1u) << "config accepted but no kernel: " << name;
+              // And the right one of the table's entries: operand then output
+              // dtype, K-major exactly when B is [E, N, K] (transpose_b), the
+              // store-only twin exactly for the store epilogue.
+              const bool store = epilogue == GGEMM_EPILOGUE_STORE;
+              const std::string want = std::string("ggemm_sm90_grouped_") + label(a) + "_" + label(c) + "_" +
+                                       (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m) +
+                                       (cluster_m == 2 ? "_cl2" : "") + (store ? "_store" : "");
+              EXPECT_EQ(name, want);
+              EXPECT_EQ(cfg.family(), store ? KernelFamily::kPersistentStore : KernelFamily::kPersistent) << name;
+              reached.insert(name);
+            }
   for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no accepted config reaches: " << n;
-  // 2 operand dtypes x 2 layouts x (5 + 5 + 4 tile_m over bf16/fp16/fp32
-  // out, plus the pairs: 2 + 2 + 1).
-  EXPECT_EQ(table.size(), 76u);
+  // Twice (general and store-only) 2 operand dtypes x 2 layouts x (5 + 5 +
+  // 4 tile_m over bf16/fp16/fp32 out, plus the pairs: 2 + 2 + 1).
+  EXPECT_EQ(table.size(), 152u);
 }
 
+
+// The store-only twins take every call with the store epilogue and no
+// gather, of every size the persistent kernel plans (decode tiles, narrow
+// tiles, pairs by config), and serve nothing else; the general kernels
+// serve everything.
+TEST(Sm90StoreKernels, TakeTheStoreCallsAndServeNothingElse) {
+  for (int64_t m : {int64_t(16), int64_t(1024), int64_t(32768)})
+    for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_ACCUMULATE,
+                             GGEMM_EPILOGUE_SWIGLU})
+      for (bool gather : {false, true}) {
+        CallShape s = shape(m, 2048);
+        s.n = 1536, s.num_groups = 128, s.max_rows_per_group = 0, s.epilogue = e, s.gather = gather;
+        s.token_major_request = -1, s.decode_gemv_request = -1, s.short_k_request = -1;
+        KernelPlan plan;
+        ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &plan), GGEMM_STATUS_SUCCESS)
+            << m << " " << e << " " << gather << ": " << ggemm_last_error_message();
+        const bool store_only = e == GGEMM_EPILOGUE_STORE && !gather;
+        EXPECT_EQ(plan.family() == KernelFamily::kPersistentStore, store_only) << plan.kernel->name;
+        EXPECT_TRUE(plan.serves(s)) << plan.kernel->name;
+        // The store kernel of this call serves no other epilogue and no gather.
+        if (!store_only) continue;
+        for (ggemm_epilogue other : {GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_SWIGLU}) {
+          CallShape t = s;
+          t.epilogue = other;
+          EXPECT_FALSE(plan.serves(t)) << plan.kernel->name << " " << other;
+        }
+        CallShape t = s;
+        t.gather = true;
+        EXPECT_FALSE(plan.serves(t)) << plan.kernel->name;
+      }
+}
 
 // SwiGLU (the MoE gate_up): at tile_m 256 the plan takes the SwiGLU-only
 // kernel (the general tile_m 256 kernels have no SwiGLU path); below 256 the
@@ -1028,12 +1066,13 @@ TEST(Sm90Swiglu, PrefillTakesTheSwigluOnlyKernelAtTileM256) {
   EXPECT_EQ(plan.k_slices, 1u);
   EXPECT_EQ(plan.weights_box_rows, 128u);
   EXPECT_TRUE(plan.persistent());
-  // The same call with the store epilogue: the general kernel at 256.
+  // The same call with the store epilogue: the store-only kernel at 256.
   CallShape store = s;
   store.epilogue = GGEMM_EPILOGUE_STORE;
   ASSERT_EQ(sm90_persistent_plan(h200(), store, nullptr, &plan), GGEMM_STATUS_SUCCESS);
   EXPECT_EQ(plan.tile_m, 256u);
-  EXPECT_EQ(plan.family(), KernelFamily::kPersistent);
+  EXPECT_EQ(plan.family(), KernelFamily::kPersistentStore);
+  EXPECT_STREQ(plan.kernel->name, "ggemm_sm90_grouped_bf16_bf16_kmajor_m256_store");
   // Gathered: tile_m 128 on the general kernel.
   s.gather = true;
   ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &plan), GGEMM_STATUS_SUCCESS);
@@ -1427,7 +1466,7 @@ TEST(TokenMajor, PrefillStoreAndRowScaleCallsTakeIt) {
   narrow.n = 184;
   StatusOr<KernelPlan> plan = plan_sm90(h200(), narrow, nullptr, request_of(narrow));
   ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(plan->family(), KernelFamily::kPersistent);
+  EXPECT_EQ(plan->family(), KernelFamily::kPersistentStore);
   narrow.n = 100, narrow.token_major_request = 1;
   plan = plan_sm90(h200(), narrow, nullptr, request_of(narrow));
   ASSERT_TRUE(plan.ok());
@@ -1486,6 +1525,8 @@ TEST(TokenMajor, PrefillSwigluCallsTakeItsSwigluKernel) {
 }
 
 TEST(TokenMajor, TheRestStaysOnTheOtherKernels) {
+  // (The store epilogue without gather takes the persistent kernel's
+  // store-only twin.)
   const auto family = [](const CallShape &s) {
     StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
     EXPECT_TRUE(plan.ok());
@@ -1495,31 +1536,31 @@ TEST(TokenMajor, TheRestStaysOnTheOtherKernels) {
   s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
   EXPECT_EQ(family(s), KernelFamily::kPersistent);
   s = qwen3_gate_up_prefill(), s.c_dtype = GGEMM_DTYPE_FP32;
-  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  EXPECT_EQ(family(s), KernelFamily::kPersistentStore);
   s = qwen3_gate_up_prefill(), s.transpose_b = false;
-  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  EXPECT_EQ(family(s), KernelFamily::kPersistentStore);
   s = qwen3_gate_up_prefill(), s.gather = true;
   EXPECT_EQ(family(s), KernelFamily::kPersistent);
   s = qwen3_gate_up_prefill(), s.split0 = 512, s.split1 = 1024;
-  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  EXPECT_EQ(family(s), KernelFamily::kPersistentStore);
   // Groups of 64 rows: the persistent kernel (measured level there).
   s = qwen3_gate_up_prefill(), s.m = 128 * 64;
-  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  EXPECT_EQ(family(s), KernelFamily::kPersistentStore);
   // 128 rows a group, or a caller's bound below it.
   s.m = 128 * 128;
   EXPECT_EQ(family(s), KernelFamily::kTokenMajor);
   s.max_rows_per_group = 100;
-  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  EXPECT_EQ(family(s), KernelFamily::kPersistentStore);
   // A config describes the persistent kernel.
   s = qwen3_gate_up_prefill();
   ggemm_config o = blank_config();
   o.stages = 3;
   StatusOr<KernelPlan> with_config = plan_sm90(h200(), s, &o, request_of(s));
   ASSERT_TRUE(with_config.ok());
-  EXPECT_EQ(with_config->family(), KernelFamily::kPersistent);
+  EXPECT_EQ(with_config->family(), KernelFamily::kPersistentStore);
   // The request: never, and wherever it can run (a decode-sized call too).
   s = qwen3_gate_up_prefill(), s.token_major_request = -1;
-  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  EXPECT_EQ(family(s), KernelFamily::kPersistentStore);
   s = qwen3_gate_up_prefill(), s.m = 128 * 8, s.token_major_request = 1, s.decode_gemv_request = -1,
   s.short_k_request = -1;
   EXPECT_EQ(family(s), KernelFamily::kTokenMajor);
@@ -2471,16 +2512,18 @@ namespace ggemm {
 namespace {
 
 TEST(EmbeddedFatbins, EachArchitectureHasItsOwnFatbins) {
-  // One fatbin per operand dtype per architecture, and one of the MoE
-  // layer's routing and combine kernels (ptx/<arch>/kernels_moe.cu), each
-  // tagged with the one architecture it holds, so a device loads only its own.
+  // One fatbin per operand dtype per architecture (sm_90a: two, the
+  // store-only persistent kernels apart: kernels_store_<dtype>.cu), and one
+  // of the MoE layer's routing and combine kernels (ptx/<arch>/
+  // kernels_moe.cu), each tagged with the one architecture it holds, so a
+  // device loads only its own.
   std::map<uint32_t, int> per_arch;
   for (uint32_t i = 0; i < ggemm_fatbin_count; ++i) {
     EXPECT_NE(ggemm_fatbin_table[i], nullptr);
     ++per_arch[ggemm_fatbin_arch[i]];
   }
   EXPECT_EQ(per_arch.size(), 2u);
-  EXPECT_EQ(per_arch[arch_number(Arch::kSm90a)], 3);
+  EXPECT_EQ(per_arch[arch_number(Arch::kSm90a)], 5);
   EXPECT_EQ(per_arch[arch_number(Arch::kSm100a)], 3);
 }
 
@@ -2517,7 +2560,8 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
     const std::string name = e.name;
     EXPECT_TRUE(names.insert(name).second) << name << " twice";
     ++per_family[{e.arch, e.family}];
-    const bool sm90_persistent = e.family == KernelFamily::kPersistent || e.family == KernelFamily::kPersistentSwiglu;
+    const bool sm90_persistent = e.family == KernelFamily::kPersistent || e.family == KernelFamily::kPersistentStore ||
+                                 e.family == KernelFamily::kPersistentSwiglu;
     const bool gemv = e.family == KernelFamily::kDecodeGemv;
     const char *prefix = e.arch == Arch::kSm100a ? (gemv ? "ggemm_sm100_decode_gemv_" : "ggemm_sm100_grouped_")
                          : sm90_persistent        ? "ggemm_sm90_grouped_"
@@ -2531,11 +2575,15 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
     EXPECT_EQ(name.rfind(prefix, 0), 0u) << name;
     EXPECT_EQ(e.family == KernelFamily::kShortKSplit, name.size() > 7 && name.substr(name.size() - 7) == "_split8")
         << name;
+    EXPECT_EQ(e.family == KernelFamily::kPersistentStore, name.size() > 6 && name.substr(name.size() - 6) == "_store")
+        << name;
     EXPECT_TRUE(fatbin_names(e.arch, name)) << name << " is in no embedded " << arch_name(e.arch) << " fatbin";
   }
-  // sm_90a: 76 persistent (test above), 2 operand x 3 output dtypes x 3
+  // sm_90a: 76 persistent and their 76 store-only twins (test above), 2
+  // operand x 3 output dtypes x 3
   // short-K tiles, x 2 split tiles; sm_100a: 2 x 3 dtypes x 2 layouts x 9.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistent}]), 76);
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistentStore}]), 76);
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortK}]), 18);
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortKSplit}]), 12);
   // SwiGLU-only: 2 operand x 2 16-bit output dtypes, tile_m 256.

@@ -44,11 +44,6 @@ struct OldCRing {
   uint32_t count = 0, pending = 0;
 };
 
-// The Epilogue argument of the consumer loop that serves every epilogue but
-// store, testing p.epilogue per tile (grouped_gemm.cuh, consume_epilogue);
-// not a value p.epilogue takes.
-constexpr uint32_t kEpilogueAny = 0xffffffffu;
-
 template <class Cfg>
 struct EpilogueSm90 {
   using Out = typename Cfg::Out;
@@ -65,10 +60,8 @@ struct EpilogueSm90 {
   //
   // scaled_tiles: with two chunks, the count of row-scaled active tiles this
   // warpgroup has stored (the parity of the row-scales region's barriers).
-  // Epilogue: kEpilogueStore (the store loop: no other epilogue's test is
-  // compiled in), or kEpilogueAny (p.epilogue says; grouped_gemm.cuh,
-  // consume_epilogue).
-  template <uint32_t Epilogue>
+  // The store kernels (Cfg::kStoreOnly) compile no other epilogue's test;
+  // the others read p.epilogue here, per tile.
   GGEMM_DEVICE static void store(const Sm90GroupedParams &p, const GroupedTile &tile, bool active, uint32_t cw,
                                  uint32_t tid, uint8_t *staging_base, StagingBuffers &staging_buffers,
                                  RowScales &scales, uint32_t &scaled_tiles, const float (&acc)[Cfg::kAccRegs]) {
@@ -83,10 +76,8 @@ struct EpilogueSm90 {
     const OutputView &view = p.out[segment];
     const CUtensorMap *tmap_out = &p.tmap_out[segment];
 
-    static_assert(Epilogue == kEpilogueStore || Epilogue == kEpilogueAny, "the store loop or the general one");
-    constexpr bool kAny = Epilogue == kEpilogueAny;
-    const bool scale = kAny && p.epilogue == kEpilogueRowScale;  // an inactive tile stages zeros either way
-    const bool swiglu = kAny && (Cfg::kSwigluOnly || (Cfg::kSwiglu && p.epilogue == kEpilogueSwiglu));
+    const bool scale = !Cfg::kStoreOnly && p.epilogue == kEpilogueRowScale;  // an inactive tile stages zeros either way
+    const bool swiglu = Cfg::kSwigluOnly || (Cfg::kSwiglu && p.epilogue == kEpilogueSwiglu);
     // alpha joins the weights; with two chunks the row-scale loader has
     // written them (times alpha) into shared memory (row_scales.h).
     const bool scaled = active && scale && !swiglu;

@@ -75,15 +75,30 @@
 
 namespace ggemm::sm90 {
 
+// The epilogues a persistent kernel is compiled for (kernel_table.h):
+//   kAny        every epilogue the tile offers (store, row scale, SwiGLU and
+//               accumulate where the tile has the registers) and gather on
+//               load: the MoE calls. p.epilogue is tested per tile.
+//   kStoreOnly  the store epilogue alone, no gather (_store kernels): plain
+//               grouped GEMMs and the LoRA shrink and expand. Their calls
+//               are short enough that the other paths' code costs them: with
+//               those paths in the kernel (its tile_m 128 SASS twice the
+//               size) LoRA expand M 1024 ran 11.9-12.2 us under ncu against
+//               11.4 without (docs/performance.md, "A kernel for the store
+//               epilogue").
+//   kSwigluOnly the SwiGLU epilogue alone (_swiglu kernels), so tile_m 256
+//               has the registers for it.
+enum class Sm90Epilogues { kAny, kStoreOnly, kSwigluOnly };
+
 // What one kernel instantiation fixes at compile time, and the few
 // per-launch choices every role derives the same way from the parameters.
-template <typename ElemT, typename OutT, int TileM, WeightLayout Layout, int ClusterM, bool SwigluOnly = false>
+template <typename ElemT, typename OutT, int TileM, WeightLayout Layout, int ClusterM,
+          Sm90Epilogues Epilogues = Sm90Epilogues::kAny>
 struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static constexpr int kClusterM = ClusterM;  // CTAs of a cluster sharing a token tile
-  // The epilogue fixed to SwiGLU at compile time (kernel_table.h's _swiglu
-  // kernels): no other epilogue path, so tile_m 256 has the registers for it.
-  static constexpr bool kSwigluOnly = SwigluOnly;
-  static_assert(!SwigluOnly || (Layout == WeightLayout::kKMajor && ClusterM == 1 && sizeof(OutT) == 2),
+  static constexpr bool kSwigluOnly = Epilogues == Sm90Epilogues::kSwigluOnly;
+  static constexpr bool kStoreOnly = Epilogues == Sm90Epilogues::kStoreOnly;
+  static_assert(!kSwigluOnly || (Layout == WeightLayout::kKMajor && ClusterM == 1 && sizeof(OutT) == 2),
                 "SwiGLU-only kernels: K-major weights, no cluster, 16-bit outputs");
 
   static_assert(ClusterM == 1 || (ClusterM == 2 && TileM >= 32), "clusters of 1, or pairs splitting >= 32 tokens");
@@ -110,8 +125,9 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   // not at tile_m 256, where the SwiGLU epilogue spills (the accumulators'
   // 128 registers leave it too few). The runtime plans tile_m <=
   // kMaxGatherSwigluTileM for them.
-  static constexpr bool kSwiglu = sizeof(OutT) == 2 && (SwigluOnly || TileM <= int(kMaxGatherSwigluTileM));
-  static constexpr bool kGather = ClusterM == 1 && TileM <= int(kMaxGatherSwigluTileM);
+  static constexpr bool kSwiglu =
+      !kStoreOnly && sizeof(OutT) == 2 && (kSwigluOnly || TileM <= int(kMaxGatherSwigluTileM));
+  static constexpr bool kGather = !kStoreOnly && ClusterM == 1 && TileM <= int(kMaxGatherSwigluTileM);
   // The consumer warpgroups that multiply (Sm90GroupedParams::
   // consumer_warpgroups): one, with tiles of 64 features, for K-major
   // weights without a cluster where N <= 64, wide tiles would leave half
@@ -124,7 +140,7 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   // that pair (GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE; a config's tile_m or
   // mma_n of 256 with accumulate is refused, api/src/validate_config.cpp).
   // The consumers count on it: their accumulate path is compiled only here.
-  static constexpr bool kSupportsAccumulate = GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(TileM);
+  static constexpr bool kSupportsAccumulate = !kStoreOnly && GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(TileM);
   static_assert(!kSupportsAccumulate || kStageChunks == 1, "accumulate: one staging chunk per tile");
 
   GGEMM_DEVICE static uint32_t k_slices(const Sm90GroupedParams &p) { return kSlicedViews ? p.k_slices : 1u; }
@@ -166,7 +182,7 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   }
   // Whether warp 2 runs the row-scale loader (row_scales.h): tiles of two
   // epilogue chunks (which never gather) with the row-scale epilogue.
-  static constexpr bool kRowScalesShared = kStageChunks > 1 && !SwigluOnly;
+  static constexpr bool kRowScalesShared = !kStoreOnly && !kSwigluOnly && kStageChunks > 1;
   GGEMM_DEVICE static bool loads_row_scales(const Sm90GroupedParams &p) {
     return kRowScalesShared && p.epilogue == kEpilogueRowScale;
   }
@@ -191,9 +207,10 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   }
 };
 
-template <typename Elem, typename Out, int TileM, WeightLayout Layout, int ClusterM = 1, bool SwigluOnly = false>
+template <typename Elem, typename Out, int TileM, WeightLayout Layout, int ClusterM = 1,
+          Sm90Epilogues Epilogues = Sm90Epilogues::kAny>
 struct GroupedGemmSm90 {
-  using Cfg = GroupedGemmSm90Config<Elem, Out, TileM, Layout, ClusterM, SwigluOnly>;
+  using Cfg = GroupedGemmSm90Config<Elem, Out, TileM, Layout, ClusterM, Epilogues>;
 
   GGEMM_DEVICE static void run(const Sm90GroupedParams &p) {
     extern __shared__ uint8_t smem_raw[];
@@ -279,7 +296,7 @@ struct GroupedGemmSm90 {
       }
     } else if (warpgroup <= Cfg::consumers(p)) {  // a second warpgroup with no rows below N has nothing to do
       ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
-      consume_epilogue(p, smem, layout, full, empty, OldCBarriers{c_full, c_empty}, warpgroup - 1);
+      consume_swizzled(p, smem, layout, full, empty, OldCBarriers{c_full, c_empty}, warpgroup - 1);
     }
     if constexpr (ClusterM > 1) {
       // The peer's consumers arrive on this CTA's empty barriers until their
@@ -299,55 +316,36 @@ struct GroupedGemmSm90 {
     }
   }
 
-  // Two consumer loops, chosen once per launch: one compiled for the store
-  // epilogue alone (plain grouped GEMMs, LoRA shrink and expand but for
-  // the accumulating expand), one for the others (row scale, SwiGLU,
-  // accumulate), which tests p.epilogue per tile. The LoRA calls'
-  // consumers run at instruction-fetch speed, and those tests (+10
-  // compares, +7 branches, 44 instructions in all a warp and tile: 296 ->
-  // 340) had made them 0.3-0.6 us slower cold; a loop per MoE epilogue as
-  // well measured 1.4-2.2% slower on the MoE layer at 16-64 tokens
-  // (docs/performance.md, "The store epilogue's own consumer loop").
-  GGEMM_DEVICE static void consume_epilogue(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout,
-                                            uint64_t *full, uint64_t *empty, const OldCBarriers &c, uint32_t cw) {
-    if (!Cfg::kSwigluOnly && p.epilogue == kEpilogueStore) {
-      consume_swizzled<kEpilogueStore>(p, smem, layout, full, empty, c, cw);
-    } else {
-      consume_swizzled<kEpilogueAny>(p, smem, layout, full, empty, c, cw);
-    }
-  }
-
   // One consumer loop per swizzle (tile_k = swizzle / 2), chosen once:
   // each stage's wgmmas are then unrolled and no branch merges the
   // accumulators inside the loop. (A run-time k-step count, or a branch
   // between wgmmas, makes ptxas close extra wgmma groups or serialise
   // them, C7515.)
   // K-sliced stages (k_slices 2 or 4) exist for the 128-byte swizzle only.
-  template <uint32_t Epilogue>
   GGEMM_DEVICE static void consume_swizzled(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout,
                                             uint64_t *full, uint64_t *empty, const OldCBarriers &c, uint32_t cw) {
     switch (p.swizzle_bytes) {
       case 128:
         if constexpr (Cfg::kSlicedViews) {
           if (p.k_slices == 4) {
-            consume<128, Epilogue, 4>(p, smem, layout, full, empty, c, cw);
+            consume<128, 4>(p, smem, layout, full, empty, c, cw);
             break;
           }
           if (p.k_slices == 2) {
-            consume<128, Epilogue, 2>(p, smem, layout, full, empty, c, cw);
+            consume<128, 2>(p, smem, layout, full, empty, c, cw);
             break;
           }
         }
-        consume<128, Epilogue>(p, smem, layout, full, empty, c, cw);
+        consume<128>(p, smem, layout, full, empty, c, cw);
         break;
-      case 64: consume<64, Epilogue>(p, smem, layout, full, empty, c, cw); break;
-      default: consume<32, Epilogue>(p, smem, layout, full, empty, c, cw); break;
+      case 64: consume<64>(p, smem, layout, full, empty, c, cw); break;
+      default: consume<32>(p, smem, layout, full, empty, c, cw); break;
     }
   }
 
   // A consumer warpgroup (cw 0 or 1): for each handed-off tile, its
   // mainloop, then its epilogue.
-  template <uint32_t Swizzle, uint32_t Epilogue, uint32_t Slices = 1>
+  template <uint32_t Swizzle, uint32_t Slices = 1>
   GGEMM_DEVICE static void consume(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout, uint64_t *full,
                                    uint64_t *empty, const OldCBarriers &c, uint32_t cw) {
     // k_iters and the staging address are recomputed per tile where used:
@@ -373,8 +371,8 @@ struct GroupedGemmSm90 {
       // accumulators leave no registers to hold them through the tile.
       const TileSlot &slot = handoff.wait(Cfg::handoff_region());
       if (slot.tile.rows == 0) break;  // the end
-      consume_tile<Swizzle, Epilogue, Slices>(p, smem, layout, full, empty, c, cw, tid, slot.tile, slot.index, pipe,
-                                              acc, staging_buffers, scaled_tiles, c_ring, trace);
+      consume_tile<Swizzle, Slices>(p, smem, layout, full, empty, c, cw, tid, slot.tile, slot.index, pipe, acc,
+                                    staging_buffers, scaled_tiles, c_ring, trace);
       handoff.release(Cfg::handoff_region());
     }
     if (tid == 0) ptx::tma_store_wait_group_read<0>();
@@ -384,7 +382,7 @@ struct GroupedGemmSm90 {
   // One tile of a consumer warpgroup: its mainloop (none for an inactive
   // group's tile, whose outputs the epilogue zeroes, or, accumulating,
   // leaves as they are), then its epilogue.
-  template <uint32_t Swizzle, uint32_t Epilogue, uint32_t Slices>
+  template <uint32_t Swizzle, uint32_t Slices>
   GGEMM_DEVICE static void consume_tile(const Sm90GroupedParams &p, uint8_t *smem, const SmemLayout &layout,
                                         uint64_t *full, uint64_t *empty, const OldCBarriers &c, uint32_t cw,
                                         uint32_t tid, const GroupedTile &tile, uint32_t tile_index, RingPosition &pipe,
@@ -396,10 +394,10 @@ struct GroupedGemmSm90 {
     // that their latency hides under the mainloop (row_scales.h; those of
     // a two-chunk tile come from the row-scale loader).
     typename EpilogueSm90<Cfg>::RowScales scales;
-    if constexpr (Epilogue == kEpilogueAny && !Cfg::kSwigluOnly && !Cfg::kRowScalesShared) {
+    if constexpr (!Cfg::kStoreOnly && !Cfg::kSwigluOnly && !Cfg::kRowScalesShared) {
       if (active && p.epilogue == kEpilogueRowScale) scales.load(p, tile.row0, tile.rows, tid);
     }
-    const bool accumulates = Epilogue == kEpilogueAny && Cfg::accumulates(p);
+    const bool accumulates = Cfg::accumulates(p);
     if (active) {
       MainloopSm90<Cfg>::template run<Swizzle, Slices, Cfg::kTileM>(p, smem, layout, full, empty, cw, tile.rows, pipe,
                                                                     acc, trace);
@@ -415,8 +413,7 @@ struct GroupedGemmSm90 {
         return;
       }
     }
-    EpilogueSm90<Cfg>::template store<Epilogue>(p, tile, active, cw, tid, staging, staging_buffers, scales,
-                                                scaled_tiles, acc);
+    EpilogueSm90<Cfg>::store(p, tile, active, cw, tid, staging, staging_buffers, scales, scaled_tiles, acc);
     trace.record(kTraceEpilogueEnd, tile_index);
   }
 };

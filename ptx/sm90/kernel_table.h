@@ -10,6 +10,7 @@
 
 // The entry points' names.
 #define GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF) ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF
+#define GGEMM_SM90_STORE_KERNEL_NAME(EN, ON, LN, TM, SUF) ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF##_store
 #define GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM) ggemm_sm90_grouped_##EN##_##ON##_kmajor_m##TM##_swiglu
 #define GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM
 #define GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM##_split8
@@ -44,7 +45,14 @@
   GGEMM_SM90_FOR_LAYOUT(X, GGEMM_SM90_FOR_TILE_M_TO_256, E, EN, __half, fp16)        \
   GGEMM_SM90_FOR_LAYOUT(X, GGEMM_SM90_FOR_TILE_M_TO_128, E, EN, float, fp32)
 
-// Split by operand dtype so the two halves compile in parallel.
+// Each entry of these tables is two kernels (grouped_gemm.cuh,
+// Sm90Epilogues): one serving every epilogue and gather on load (the MoE
+// calls), named as above, and one compiled for the store epilogue alone
+// (suffix _store: plain grouped GEMMs, the LoRA shrink and expand), whose
+// short calls the other paths' code slows. The runtime takes the _store
+// kernel for a call with the store epilogue and no gather.
+// Split by operand dtype so the halves compile in parallel (the _store
+// kernels in fatbins of their own, kernels_store_<dtype>.cu).
 #define GGEMM_SM90_KERNELS_BF16(X) GGEMM_SM90_FOR_OUT(X, __nv_bfloat16, bf16)
 #define GGEMM_SM90_KERNELS_FP16(X) GGEMM_SM90_FOR_OUT(X, __half, fp16)
 #define GGEMM_SM90_KERNELS(X) GGEMM_SM90_KERNELS_BF16(X) GGEMM_SM90_KERNELS_FP16(X)

@@ -15,12 +15,20 @@
     GroupedGemmSm90<E, O, TM, L, CL>::run(p);                                                 \
   }
 
+// The store-only persistent kernels (kernel_table.h).
+#define GGEMM_SM90_DEFINE_STORE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                                 \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                               \
+      GGEMM_SM90_STORE_KERNEL_NAME(EN, ON, LN, TM, SUF)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
+    using namespace ggemm::sm90;                                                                         \
+    GroupedGemmSm90<E, O, TM, L, CL, Sm90Epilogues::kStoreOnly>::run(p);                               \
+  }
+
 // The SwiGLU-only persistent kernels (kernel_table.h).
 #define GGEMM_SM90_DEFINE_SWIGLU_KERNEL(E, EN, O, ON, TM)                                                     \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                                       \
       GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::Sm90GroupedParams p) {        \
     using namespace ggemm::sm90;                                                                                 \
-    GroupedGemmSm90<E, O, TM, ggemm::WeightLayout::kKMajor, 1, true>::run(p);                                   \
+    GroupedGemmSm90<E, O, TM, ggemm::WeightLayout::kKMajor, 1, Sm90Epilogues::kSwigluOnly>::run(p);           \
   }
 
 // Short-K kernels: up to kShortKMinBlocksPerSm CTAs an SM by registers (the

@@ -170,7 +170,7 @@ struct ProducerSm90 {
     }
     const int32_t k0 = int32_t(ki * tile_k);
     if constexpr (Cfg::kLayout == WeightLayout::kKMajor) {
-      if (Cfg::kSwigluOnly || p.epilogue == kEpilogueSwiglu) {
+      if (Cfg::kSwigluOnly || (Cfg::kSwiglu && p.epilogue == kEpilogueSwiglu)) {
         // {K, 8 rows, gate | up, feature octet, expert}: the tile's 64
         // features (32 on a narrow tile) as octet pairs (kSwigluOctet).
         ptx::tma_load_5d(w, &p.tmap_weights, bar, k0, 0, 0, int32_t(tile.col0 / (2 * kSwigluOctet)), tile.expert);
