@@ -12,8 +12,9 @@
 //   harness_null_kernel_smem_max_warm_l2/graph  the same without the flush
 //                                       (beside the LoRA probes' warm-L2
 //                                       rows: what a cold L2 costs a launch)
-//   harness_params_896_smem_max/graph   an empty kernel taking ggemm's 896
-//                                       bytes of parameters
+//   harness_params_smem_max/graph       an empty kernel taking as many
+//                                       bytes of parameters as ggemm's
+//                                       sm_90a kernels (kHarnessParamBytes)
 //   harness_load_chain_{1,3}_smem_max/graph  thread 0 of every CTA follows
 //                                       a chain of 1 or 3 dependent loads
 //                                       through cold memory: what each link
@@ -57,7 +58,6 @@ namespace {
 
 constexpr int kIterations = 20, kRepetitions = 5, kWarmup = 3;
 constexpr unsigned kThreads = 384;  // ggemm's sm_90a CTA: a producer and two consumer warpgroups
-constexpr unsigned kParamBytes = 896;  // sizeof(GroupedGemmParams)
 
 
 // kStream{4,16}: the streaming kernel with 4 or 16 vectors in flight a
@@ -78,7 +78,7 @@ constexpr Row kRows[] = {
     {"harness_null_kernel_smem_0/graph", Kind::kNull, false, false, 0},
     {"harness_null_kernel_smem_max/graph", Kind::kNull, true, false, 0},
     {"harness_null_kernel_smem_max_warm_l2/graph", Kind::kNull, true, true, 0},
-    {"harness_params_896_smem_max/graph", Kind::kParams, true, false, 0},
+    {"harness_params_smem_max/graph", Kind::kParams, true, false, 0},
     {"harness_load_chain_1_smem_max/graph", Kind::kLoadChain, true, false, 1},
     {"harness_load_chain_3_smem_max/graph", Kind::kLoadChain, true, false, 3},
     {"harness_read_32mib_smem_max/graph", Kind::kStream4, true, false, 0, uint64_t(32) << 20, false},
@@ -145,7 +145,7 @@ std::string load(Harness& h) {
 // The graph of one launch of row `r`'s kernel, captured on the harness stream.
 cudaGraphExec_t capture(Harness& h, const Row& row) {
   const unsigned smem = row.smem_max ? unsigned(h.smem_max) : 0u;
-  alignas(64) uint8_t param_block[kParamBytes] = {};
+  alignas(64) uint8_t param_block[kHarnessParamBytes] = {};
   void* start = h.chain.get();
   uint32_t links = row.links;
   void* sink = h.sink.get();

@@ -19,8 +19,16 @@ inline constexpr char kNullPtx[] = GGEMM_HARNESS_PTX_HEADER
     "{\n"
     "  ret;\n"
     "}\n";
+// The bytes of ggemm's sm_90a kernel parameters (sizeof(Sm90GroupedParams),
+// ptx/sm90/params.h; tests/test_plan.cpp holds the two equal), which the
+// params row's empty kernel takes.
+#define GGEMM_HARNESS_PARAM_BYTES 1664
+#define GGEMM_HARNESS_STR2(x) #x
+#define GGEMM_HARNESS_STR(x) GGEMM_HARNESS_STR2(x)
+inline constexpr unsigned kHarnessParamBytes = GGEMM_HARNESS_PARAM_BYTES;
 inline constexpr char kParamsPtx[] = GGEMM_HARNESS_PTX_HEADER
-    ".visible .entry ggemm_bench_params_kernel(.param .align 64 .b8 p_block[896])\n"
+    ".visible .entry ggemm_bench_params_kernel(.param .align 64 .b8 p_block["
+    GGEMM_HARNESS_STR(GGEMM_HARNESS_PARAM_BYTES) "])\n"
     "{\n"
     "  ret;\n"
     "}\n";

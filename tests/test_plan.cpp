@@ -29,6 +29,8 @@
 #include "runtime/plan.h"
 #include "ptx/sm90/token_major_layout.h"
 #include "runtime/plan_rules.h"
+#include "bench/harness_ptx.h"
+#include "ptx/sm90/params.h"
 
 namespace ggemm {
 namespace {
@@ -2549,6 +2551,12 @@ bool fatbin_names(Arch arch, const std::string &name) {
   }
   return false;
 }
+
+// The benchmark harness's params row launches an empty kernel with ggemm's
+// parameter bytes (bench/harness_ptx.h), so its time is a launch's of this
+// size.
+static_assert(bench::kHarnessParamBytes == sizeof(Sm90GroupedParams),
+              "bench/harness_ptx.h's GGEMM_HARNESS_PARAM_BYTES is sizeof(Sm90GroupedParams)");
 
 TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
   // The registry is generated from the kernel tables (runtime/kernel_registry.cpp):
