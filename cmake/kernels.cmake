@@ -10,7 +10,8 @@
 # ptx/<dir>/kernels_<name>.cu for each <dir> below and each <name> of its
 # list, compiled with its gencode; the number is what runtime/device.cpp
 # compares with the device (arch_number()). The names: the GEMM kernels of
-# each operand dtype (sm_90a's store-only persistent kernels apart, store_*),
+# each operand dtype (sm_90a's store-only and accumulate-only persistent
+# kernels apart, store_*, accumulate_*),
 # and moe, the MoE layer's routing and combine kernels (plain CUDA C++ in
 # ptx/moe/, the same source for every architecture).
 set(GGEMM_KERNEL_DIRS sm90 sm100)
@@ -18,7 +19,7 @@ set(GGEMM_KERNEL_sm90_ARCH 90)
 set(GGEMM_KERNEL_sm90_GENCODE -gencode=arch=compute_90a,code=sm_90a)
 set(GGEMM_KERNEL_sm100_ARCH 100)
 set(GGEMM_KERNEL_sm100_GENCODE -gencode=arch=compute_100a,code=sm_100a)
-set(GGEMM_KERNEL_sm90_SOURCES bf16 fp16 store_bf16 store_fp16 moe)
+set(GGEMM_KERNEL_sm90_SOURCES bf16 fp16 store_bf16 store_fp16 accumulate_bf16 accumulate_fp16 moe)
 set(GGEMM_KERNEL_sm100_SOURCES bf16 fp16 moe)
 # The MoE kernels' own headers: the kernels_moe fatbins, and the GEMM
 # fatbins too (the decode GEMV routes the MoE layer's slots in its prologue

@@ -28,6 +28,9 @@ constexpr bool kKMajor_kmajor = true, kKMajor_mnmajor = false;
 #define GGEMM_SM90_STORE_ENTRY(E, EN, O, ON, L, LN, TM, CL, SUF)                                           \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_STORE_KERNEL_NAME(EN, ON, LN, TM, SUF)), Arch::kSm90a,               \
               KernelFamily::kPersistentStore, kDtype_##EN, kDtype_##ON, kKMajor_##LN, TM, CL},
+#define GGEMM_SM90_ACCUMULATE_ENTRY(E, EN, O, ON, L, LN, TM, CL, SUF)                                      \
+  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_ACCUMULATE_KERNEL_NAME(EN, ON, LN, TM, SUF)), Arch::kSm90a,          \
+              KernelFamily::kPersistentAccumulate, kDtype_##EN, kDtype_##ON, kKMajor_##LN, TM, CL},
 #define GGEMM_SM90_SWIGLU_ENTRY(E, EN, O, ON, TM)                                                    \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM)), Arch::kSm90a,                \
               KernelFamily::kPersistentSwiglu, kDtype_##EN, kDtype_##ON, true, TM, 1},
@@ -53,6 +56,7 @@ constexpr bool kKMajor_kmajor = true, kKMajor_mnmajor = false;
 constexpr KernelEntry kEntries[] = {
     GGEMM_SM90_KERNELS(GGEMM_SM90_ENTRY)                          //
     GGEMM_SM90_KERNELS(GGEMM_SM90_STORE_ENTRY)                    //
+    GGEMM_SM90_ACCUMULATE_KERNELS(GGEMM_SM90_ACCUMULATE_ENTRY)    //
     GGEMM_SM90_SHORT_K_KERNELS(GGEMM_SM90_SHORT_K_ENTRY)          //
     GGEMM_SM90_SHORT_K_SPLIT_KERNELS(GGEMM_SM90_SHORT_K_SPLIT_ENTRY)  //
     GGEMM_SM90_SWIGLU_KERNELS(GGEMM_SM90_SWIGLU_ENTRY)            //

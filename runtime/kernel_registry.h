@@ -16,6 +16,7 @@ enum class KernelFamily : uint8_t {
   kShortK,       // sm_90a: no pipeline, K <= kShortKMaxK (ptx/sm90/short_k_gemm.cuh)
   kShortKSplit,  // sm_90a: the same with K split over a cluster of kShortKSplit CTAs
   kPersistentStore,   // sm_90a: the persistent kernel compiled for the store epilogue alone, no gather
+  kPersistentAccumulate,  // sm_90a: the same for the accumulate epilogue alone (tile_m <= 128)
   kPersistentSwiglu,  // sm_90a: the persistent kernel with its epilogue fixed to SwiGLU (tile_m 256)
   kDecodeGemv,   // groups of a few rows, weights streamed by plain loads (ptx/sm90/decode_gemv.cuh; both archs)
   kDecodeGemvRouted,  // sm_90a: the same, routing the MoE layer's slots in its prologue (GroupedLaunch::route)

@@ -156,10 +156,10 @@ void set_l2_prefetch(const GroupedLaunch &a, int64_t grid, GroupedGemmParams *p)
 Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k, int64_t grid,
                    Sm90GroupedParams *out) {
   const GroupedShape &s = a.shape;
-  // A store-only kernel has no other epilogue and no gather compiled in: it
-  // would compute another call wrong (never outside C).
-  if (!k.serves(s) || (k.family() == KernelFamily::kPersistentStore && a.a_row_index != nullptr))
-    return error(GGEMM_STATUS_INTERNAL_ERROR, "%s serves the store epilogue without gather alone", k.kernel->name);
+  // A store-only or accumulate-only kernel has no other epilogue and no
+  // gather compiled in: it would compute another call wrong (never outside C).
+  if (!k.serves(s) || (a.a_row_index != nullptr) != s.gather)
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "%s does not serve this call's epilogue or gather", k.kernel->name);
   Sm90GroupedParams p{};
   if (k.tma_pipeline()) GGEMM_RETURN_IF_ERROR(encode_operand_maps(drv, a, k, &p));
   if (k.persistent()) set_l2_prefetch(a, grid, &p);  // (the token-major kernel prefetches nothing)

@@ -87,11 +87,15 @@ struct PlanRequest {
 void set_plan_request_for_testing(const PlanRequest &request);
 PlanRequest plan_request_for_testing();
 
-// The calls sm_90a's store-only persistent kernels (KernelFamily::
-// kPersistentStore, the _store twins) serve and the plan gives them: the
-// store epilogue, no gather (ptx/sm90/kernel_table.h says why).
+// The calls sm_90a's store-only and accumulate-only persistent kernels
+// (KernelFamily::kPersistentStore, kPersistentAccumulate: the _store and
+// _accumulate twins) serve and the plan gives them: their epilogue, no
+// gather (ptx/sm90/kernel_table.h says why).
 inline bool store_only_call(const GroupedShape &shape) {
   return shape.epilogue == GGEMM_EPILOGUE_STORE && !shape.gather;
+}
+inline bool accumulate_only_call(const GroupedShape &shape) {
+  return shape.epilogue == GGEMM_EPILOGUE_ACCUMULATE && !shape.gather;
 }
 
 struct KernelPlan {
@@ -116,16 +120,19 @@ struct KernelPlan {
   KernelFamily family() const { return kernel->family; }
   bool persistent() const {
     return kernel->family == KernelFamily::kPersistent || kernel->family == KernelFamily::kPersistentStore ||
-           kernel->family == KernelFamily::kPersistentSwiglu;
+           kernel->family == KernelFamily::kPersistentAccumulate || kernel->family == KernelFamily::kPersistentSwiglu;
   }
   bool token_major() const {
     return kernel->family == KernelFamily::kTokenMajor || kernel->family == KernelFamily::kTokenMajorSwiglu;
   }
   // Whether the kernel has the call's epilogue and gather compiled in: the
-  // store-only twins serve store_only_call()s alone (a launch refuses the
-  // rest), every other kernel whatever its plan rules gave it.
+  // store-only and accumulate-only twins serve store_only_call()s and
+  // accumulate_only_call()s alone (a launch refuses the rest), every other
+  // kernel whatever its plan rules gave it.
   bool serves(const GroupedShape &shape) const {
-    return kernel->family != KernelFamily::kPersistentStore || store_only_call(shape);
+    if (kernel->family == KernelFamily::kPersistentStore) return store_only_call(shape);
+    if (kernel->family == KernelFamily::kPersistentAccumulate) return accumulate_only_call(shape);
+    return true;
   }
   // The kernels fed by TMA through the operand tensor maps and storing
   // through the output views' maps: the persistent ones and the token-major ones.

@@ -134,11 +134,13 @@ uint32_t weights_box_rows(const GroupedShape &shape, uint32_t cluster_size, uint
 StatusOr<KernelPlan> persistent_plan_of_tile(Arch arch, const GroupedShape &shape, const TileChoice &tile) {
   const uint32_t cluster = arch == Arch::kSm90a ? tile.cluster_m : tile.cta_group;
   KernelPlan p;
-  // sm_90a: the kernel compiled for the store epilogue alone where the call
-  // needs nothing else.
-  const bool store_only = arch == Arch::kSm90a && store_only_call(shape);
-  p.kernel = find_kernel(arch, store_only ? KernelFamily::kPersistentStore : KernelFamily::kPersistent,
-                         shape.a_dtype, shape.c_dtype, shape.transpose_b, tile.tile_m, cluster);
+  // sm_90a: the kernel compiled for the store or the accumulate epilogue
+  // alone where the call needs nothing else.
+  const KernelFamily family = arch != Arch::kSm90a          ? KernelFamily::kPersistent
+                              : store_only_call(shape)      ? KernelFamily::kPersistentStore
+                              : accumulate_only_call(shape) ? KernelFamily::kPersistentAccumulate
+                                                            : KernelFamily::kPersistent;
+  p.kernel = find_kernel(arch, family, shape.a_dtype, shape.c_dtype, shape.transpose_b, tile.tile_m, cluster);
   if (!p.kernel)
     return error(GGEMM_STATUS_INTERNAL_ERROR, "no %s kernel for %s->%s tile_m %u in clusters of %u",
                  arch_name(arch), dtype_name(shape.a_dtype), dtype_name(shape.c_dtype), tile.tile_m, cluster);

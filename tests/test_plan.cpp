@@ -970,11 +970,16 @@ TEST(Sm90Plan, HonoursValidOverridesExactly) {
 #define GGEMM_TEST_COLLECT_STORE_NAME(E, EN, O, ON, L, LN, TM, CL, SUF) \
   GGEMM_TEST_COLLECT_NAME(E, EN, O, ON, L, LN, TM, CL, SUF##_store)
 
-// The general kernels and their store-only twins (suffix _store).
+#define GGEMM_TEST_COLLECT_ACCUMULATE_NAME(E, EN, O, ON, L, LN, TM, CL, SUF) \
+  GGEMM_TEST_COLLECT_NAME(E, EN, O, ON, L, LN, TM, CL, SUF##_accumulate)
+
+// The general kernels and their store-only and accumulate-only twins
+// (suffixes _store, _accumulate).
 std::set<std::string> table_names() {
   std::set<std::string> names;
   GGEMM_SM90_KERNELS(GGEMM_TEST_COLLECT_NAME)
   GGEMM_SM90_KERNELS(GGEMM_TEST_COLLECT_STORE_NAME)
+  GGEMM_SM90_ACCUMULATE_KERNELS(GGEMM_TEST_COLLECT_ACCUMULATE_NAME)
   return names;
 }
 
@@ -983,49 +988,72 @@ const char *label(ggemm_dtype t) {
   return t == GGEMM_DTYPE_BF16 ? "bf16" : t == GGEMM_DTYPE_FP16 ? "fp16" : "fp32";
 }
 
-TEST(Sm90KernelRegistry, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) {
-  const std::set<std::string> table = table_names();
-  ASSERT_FALSE(table.empty());
-  std::set<std::string> reached;
+// Every config a caller can ask for on a 4096 x 4096 call, over operand and
+// output dtypes, weight layouts, `epilogues`, tile_m and cluster size (the
+// config field `cluster` points at: cluster_m or cta_group), passed to
+// `each` with the call's shape when `plan` accepts it.
+void for_each_accepted_config(std::initializer_list<ggemm_epilogue> epilogues, int ggemm_config::*cluster,
+                              const std::function<ggemm_status(const CallShape &, const ggemm_config &,
+                                                               KernelPlan *)> &plan,
+                              const std::function<void(const CallShape &, int, const KernelPlan &)> &each) {
   for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
     for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
       for (bool transpose_b : {true, false})
-        for (int tile_m : {0, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512})
-          for (int cluster_m : {0, 1, 2})
-            for (ggemm_epilogue epilogue : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE}) {
+        for (ggemm_epilogue epilogue : epilogues)
+          for (int clusters : {0, 1, 2})
+            for (int tile_m : {0, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512}) {
               CallShape s = shape(4096, 4096, transpose_b, c);
               s.a_dtype = a;
               s.epilogue = epilogue;
               ggemm_config o = blank_config();
               o.tile_m = tile_m;
-              o.cluster_m = cluster_m;
+              o.*cluster = clusters;
               KernelPlan cfg;
-              if (sm90_persistent_plan(h200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
-              const std::string name = cfg.kernel->name;
-              EXPECT_EQ(table.count(name), 1u) << "config accepted but no kernel: " << name;
-              // And the right one of the table's entries: operand then output
-              // dtype, K-major exactly when B is [E, N, K] (transpose_b), the
-              // store-only twin exactly for the store epilogue.
-              const bool store = epilogue == GGEMM_EPILOGUE_STORE;
-              const std::string want = std::string("ggemm_sm90_grouped_") + label(a) + "_" + label(c) + "_" +
-                                       (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m) +
-                                       (cluster_m == 2 ? "_cl2" : "") + (store ? "_store" : "");
-              EXPECT_EQ(name, want);
-              EXPECT_EQ(cfg.family(), store ? KernelFamily::kPersistentStore : KernelFamily::kPersistent) << name;
-              reached.insert(name);
+              if (plan(s, o, &cfg) == GGEMM_STATUS_SUCCESS) each(s, clusters, cfg);
             }
+}
+
+TEST(Sm90KernelRegistry, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) {
+  const std::set<std::string> table = table_names();
+  ASSERT_FALSE(table.empty());
+  std::set<std::string> reached;
+  const auto plan = [](const CallShape &s, const ggemm_config &o, KernelPlan *cfg) {
+    return sm90_persistent_plan(h200(), s, &o, cfg);
+  };
+  for_each_accepted_config(
+      {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_ACCUMULATE}, &ggemm_config::cluster_m, plan,
+      [&](const CallShape &s, int cluster_m, const KernelPlan &cfg) {
+        const std::string name = cfg.kernel->name;
+        EXPECT_EQ(table.count(name), 1u) << "config accepted but no kernel: " << name;
+        // And the right one of the table's entries: operand then output
+        // dtype, K-major exactly when B is [E, N, K] (transpose_b), the
+        // store-only twin exactly for the store epilogue, the
+        // accumulate-only one for the accumulate epilogue.
+        const bool store = s.epilogue == GGEMM_EPILOGUE_STORE;
+        const bool accumulate = s.epilogue == GGEMM_EPILOGUE_ACCUMULATE;
+        const std::string want = std::string("ggemm_sm90_grouped_") + label(s.a_dtype) + "_" + label(s.c_dtype) +
+                                 "_" + (s.transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m) +
+                                 (cluster_m == 2 ? "_cl2" : "") + (store ? "_store" : accumulate ? "_accumulate" : "");
+        EXPECT_EQ(name, want);
+        EXPECT_EQ(cfg.family(), store        ? KernelFamily::kPersistentStore
+                                : accumulate ? KernelFamily::kPersistentAccumulate
+                                             : KernelFamily::kPersistent)
+            << name;
+        reached.insert(name);
+      });
   for (const std::string &n : table) EXPECT_EQ(reached.count(n), 1u) << "kernel no accepted config reaches: " << n;
   // Twice (general and store-only) 2 operand dtypes x 2 layouts x (5 + 5 +
-  // 4 tile_m over bf16/fp16/fp32 out, plus the pairs: 2 + 2 + 1).
-  EXPECT_EQ(table.size(), 152u);
+  // 4 tile_m over bf16/fp16/fp32 out, plus the pairs: 2 + 2 + 1), and the
+  // accumulate-only twins of the tiles up to 128: 2 x 2 x 3 x (4 + the pair).
+  EXPECT_EQ(table.size(), 212u);
 }
 
 
-// The store-only twins take every call with the store epilogue and no
-// gather, of every size the persistent kernel plans (decode tiles, narrow
-// tiles, pairs by config), and serve nothing else; the general kernels
-// serve everything.
-TEST(Sm90StoreKernels, TakeTheStoreCallsAndServeNothingElse) {
+// The store-only and accumulate-only twins take every call with their
+// epilogue and no gather, of every size the persistent kernel plans (decode
+// tiles, narrow tiles), and serve nothing else; the general kernels serve
+// everything.
+TEST(Sm90EpilogueTwins, TakeTheirCallsAndServeNothingElse) {
   for (int64_t m : {int64_t(16), int64_t(1024), int64_t(32768)})
     for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_ACCUMULATE,
                              GGEMM_EPILOGUE_SWIGLU})
@@ -1036,15 +1064,19 @@ TEST(Sm90StoreKernels, TakeTheStoreCallsAndServeNothingElse) {
         KernelPlan plan;
         ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &plan), GGEMM_STATUS_SUCCESS)
             << m << " " << e << " " << gather << ": " << ggemm_last_error_message();
-        const bool store_only = e == GGEMM_EPILOGUE_STORE && !gather;
-        EXPECT_EQ(plan.family() == KernelFamily::kPersistentStore, store_only) << plan.kernel->name;
+        const bool twin = (e == GGEMM_EPILOGUE_STORE || e == GGEMM_EPILOGUE_ACCUMULATE) && !gather;
+        EXPECT_EQ(plan.family() == KernelFamily::kPersistentStore, twin && e == GGEMM_EPILOGUE_STORE)
+            << plan.kernel->name;
+        EXPECT_EQ(plan.family() == KernelFamily::kPersistentAccumulate, twin && e == GGEMM_EPILOGUE_ACCUMULATE)
+            << plan.kernel->name;
         EXPECT_TRUE(plan.serves(s)) << plan.kernel->name;
-        // The store kernel of this call serves no other epilogue and no gather.
-        if (!store_only) continue;
-        for (ggemm_epilogue other : {GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_SWIGLU}) {
+        // A twin serves no other epilogue and no gather.
+        if (!twin) continue;
+        for (ggemm_epilogue other : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_ACCUMULATE,
+                                     GGEMM_EPILOGUE_SWIGLU}) {
           CallShape t = s;
           t.epilogue = other;
-          EXPECT_FALSE(plan.serves(t)) << plan.kernel->name << " " << other;
+          EXPECT_EQ(plan.serves(t), other == e) << plan.kernel->name << " " << other;
         }
         CallShape t = s;
         t.gather = true;
@@ -1527,8 +1559,8 @@ TEST(TokenMajor, PrefillSwigluCallsTakeItsSwigluKernel) {
 }
 
 TEST(TokenMajor, TheRestStaysOnTheOtherKernels) {
-  // (The store epilogue without gather takes the persistent kernel's
-  // store-only twin.)
+  // (The store and accumulate epilogues without gather take the persistent
+  // kernel's store-only and accumulate-only twins.)
   const auto family = [](const CallShape &s) {
     StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
     EXPECT_TRUE(plan.ok());
@@ -1536,7 +1568,7 @@ TEST(TokenMajor, TheRestStaysOnTheOtherKernels) {
   };
   CallShape s = qwen3_gate_up_prefill();
   s.epilogue = GGEMM_EPILOGUE_ACCUMULATE;
-  EXPECT_EQ(family(s), KernelFamily::kPersistent);
+  EXPECT_EQ(family(s), KernelFamily::kPersistentAccumulate);
   s = qwen3_gate_up_prefill(), s.c_dtype = GGEMM_DTYPE_FP32;
   EXPECT_EQ(family(s), KernelFamily::kPersistentStore);
   s = qwen3_gate_up_prefill(), s.transpose_b = false;
@@ -2400,31 +2432,23 @@ TEST(Sm100KernelRegistry, EveryAcceptedConfigHasAKernelAndEveryKernelIsReachable
   const std::map<std::string, int> table = sm100_table_names();
   ASSERT_FALSE(table.empty());
   std::set<std::string> reached;
-  for (ggemm_dtype a : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16})
-    for (ggemm_dtype c : {GGEMM_DTYPE_BF16, GGEMM_DTYPE_FP16, GGEMM_DTYPE_FP32})
-      for (bool transpose_b : {true, false})
-        for (ggemm_epilogue ep : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE})
-          for (int cta_group : {0, 1, 2})
-            for (int tile_m : {0, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 512}) {
-              CallShape s = shape(4096, 4096, transpose_b, c);
-              s.a_dtype = a;
-              s.epilogue = ep;
-              ggemm_config o = blank_config();
-              o.tile_m = tile_m;
-              o.cta_group = cta_group;
-              KernelPlan cfg;
-              if (sm100_plan(b200(), s, &o, &cfg) != GGEMM_STATUS_SUCCESS) continue;
-              EXPECT_EQ(cfg.cluster_size, cta_group == 2 ? 2u : 1u);
-              const std::string name = sm100_kernel_name(a, c, transpose_b, cfg.tile_m, cfg.cluster_size);
-              const auto it = table.find(name);
-              EXPECT_TRUE(it != table.end()) << "config accepted but no kernel: " << name;
-              if (it != table.end()) EXPECT_EQ(it->second, int(cfg.cluster_size)) << name;
-              const std::string want = std::string("ggemm_sm100_grouped_") + label(a) + "_" + label(c) + "_" +
-                                       (transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m) +
-                                       (cfg.cluster_size == 2 ? "_cta2" : "");
-              EXPECT_EQ(name, want);
-              reached.insert(name);
-            }
+  const auto plan = [](const CallShape &s, const ggemm_config &o, KernelPlan *cfg) {
+    return sm100_plan(b200(), s, &o, cfg);
+  };
+  for_each_accepted_config(
+      {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ACCUMULATE, GGEMM_EPILOGUE_ROW_SCALE}, &ggemm_config::cta_group, plan,
+      [&](const CallShape &s, int cta_group, const KernelPlan &cfg) {
+        EXPECT_EQ(cfg.cluster_size, cta_group == 2 ? 2u : 1u);
+        const std::string name = sm100_kernel_name(s.a_dtype, s.c_dtype, s.transpose_b, cfg.tile_m, cfg.cluster_size);
+        const auto it = table.find(name);
+        EXPECT_TRUE(it != table.end()) << "config accepted but no kernel: " << name;
+        if (it != table.end()) EXPECT_EQ(it->second, int(cfg.cluster_size)) << name;
+        const std::string want = std::string("ggemm_sm100_grouped_") + label(s.a_dtype) + "_" + label(s.c_dtype) +
+                                 "_" + (s.transpose_b ? "kmajor" : "mnmajor") + "_m" + std::to_string(cfg.tile_m) +
+                                 (cfg.cluster_size == 2 ? "_cta2" : "");
+        EXPECT_EQ(name, want);
+        reached.insert(name);
+      });
   for (const auto &entry : table)
     EXPECT_EQ(reached.count(entry.first), 1u) << "kernel no accepted config reaches: " << entry.first;
   // 2 operand dtypes x 3 output dtypes x 2 layouts x (5 tile_m with
@@ -2514,8 +2538,9 @@ namespace ggemm {
 namespace {
 
 TEST(EmbeddedFatbins, EachArchitectureHasItsOwnFatbins) {
-  // One fatbin per operand dtype per architecture (sm_90a: two, the
-  // store-only persistent kernels apart: kernels_store_<dtype>.cu), and one
+  // One fatbin per operand dtype per architecture (sm_90a: three, the
+  // store-only and accumulate-only persistent kernels apart:
+  // kernels_store_<dtype>.cu, kernels_accumulate_<dtype>.cu), and one
   // of the MoE layer's routing and combine kernels (ptx/<arch>/
   // kernels_moe.cu), each tagged with the one architecture it holds, so a
   // device loads only its own.
@@ -2525,7 +2550,7 @@ TEST(EmbeddedFatbins, EachArchitectureHasItsOwnFatbins) {
     ++per_arch[ggemm_fatbin_arch[i]];
   }
   EXPECT_EQ(per_arch.size(), 2u);
-  EXPECT_EQ(per_arch[arch_number(Arch::kSm90a)], 5);
+  EXPECT_EQ(per_arch[arch_number(Arch::kSm90a)], 7);
   EXPECT_EQ(per_arch[arch_number(Arch::kSm100a)], 3);
 }
 
@@ -2569,6 +2594,7 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
     EXPECT_TRUE(names.insert(name).second) << name << " twice";
     ++per_family[{e.arch, e.family}];
     const bool sm90_persistent = e.family == KernelFamily::kPersistent || e.family == KernelFamily::kPersistentStore ||
+                                 e.family == KernelFamily::kPersistentAccumulate ||
                                  e.family == KernelFamily::kPersistentSwiglu;
     const bool gemv = e.family == KernelFamily::kDecodeGemv;
     const char *prefix = e.arch == Arch::kSm100a ? (gemv ? "ggemm_sm100_decode_gemv_" : "ggemm_sm100_grouped_")
@@ -2585,13 +2611,17 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
         << name;
     EXPECT_EQ(e.family == KernelFamily::kPersistentStore, name.size() > 6 && name.substr(name.size() - 6) == "_store")
         << name;
+    EXPECT_EQ(e.family == KernelFamily::kPersistentAccumulate,
+              name.size() > 11 && name.substr(name.size() - 11) == "_accumulate")
+        << name;
     EXPECT_TRUE(fatbin_names(e.arch, name)) << name << " is in no embedded " << arch_name(e.arch) << " fatbin";
   }
-  // sm_90a: 76 persistent and their 76 store-only twins (test above), 2
-  // operand x 3 output dtypes x 3
+  // sm_90a: 76 persistent, their 76 store-only and 60 accumulate-only twins
+  // (test above), 2 operand x 3 output dtypes x 3
   // short-K tiles, x 2 split tiles; sm_100a: 2 x 3 dtypes x 2 layouts x 9.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistent}]), 76);
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistentStore}]), 76);
+  EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistentAccumulate}]), 60);
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortK}]), 18);
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kShortKSplit}]), 12);
   // SwiGLU-only: 2 operand x 2 16-bit output dtypes, tile_m 256.

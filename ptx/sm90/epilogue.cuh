@@ -60,8 +60,8 @@ struct EpilogueSm90 {
   //
   // scaled_tiles: with two chunks, the count of row-scaled active tiles this
   // warpgroup has stored (the parity of the row-scales region's barriers).
-  // The store kernels (Cfg::kStoreOnly) compile no other epilogue's test;
-  // the others read p.epilogue here, per tile.
+  // Only the general kernels (Cfg::kAnyEpilogue) read p.epilogue here, per
+  // tile; the others compile no other epilogue's test.
   GGEMM_DEVICE static void store(const Sm90GroupedParams &p, const GroupedTile &tile, bool active, uint32_t cw,
                                  uint32_t tid, uint8_t *staging_base, StagingBuffers &staging_buffers,
                                  RowScales &scales, uint32_t &scaled_tiles, const float (&acc)[Cfg::kAccRegs]) {
@@ -76,7 +76,7 @@ struct EpilogueSm90 {
     const OutputView &view = p.out[segment];
     const CUtensorMap *tmap_out = &p.tmap_out[segment];
 
-    const bool scale = !Cfg::kStoreOnly && p.epilogue == kEpilogueRowScale;  // an inactive tile stages zeros either way
+    const bool scale = Cfg::kAnyEpilogue && p.epilogue == kEpilogueRowScale;  // an inactive tile stages zeros either way
     const bool swiglu = Cfg::kSwigluOnly || (Cfg::kSwiglu && p.epilogue == kEpilogueSwiglu);
     // alpha joins the weights; with two chunks the row-scale loader has
     // written them (times alpha) into shared memory (row_scales.h).

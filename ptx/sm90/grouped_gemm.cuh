@@ -86,9 +86,12 @@ namespace ggemm::sm90 {
 //               size) LoRA expand M 1024 ran 11.9-12.2 us under ncu against
 //               11.4 without (docs/performance.md, "A kernel for the store
 //               epilogue").
+//   kAccumulateOnly  the accumulate epilogue alone, no gather (_accumulate
+//               kernels, tile_m <= 128): the LoRA expand adding into the
+//               base projection, for the same reason.
 //   kSwigluOnly the SwiGLU epilogue alone (_swiglu kernels), so tile_m 256
 //               has the registers for it.
-enum class Sm90Epilogues { kAny, kStoreOnly, kSwigluOnly };
+enum class Sm90Epilogues { kAny, kStoreOnly, kAccumulateOnly, kSwigluOnly };
 
 // What one kernel instantiation fixes at compile time, and the few
 // per-launch choices every role derives the same way from the parameters.
@@ -97,7 +100,9 @@ template <typename ElemT, typename OutT, int TileM, WeightLayout Layout, int Clu
 struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   static constexpr int kClusterM = ClusterM;  // CTAs of a cluster sharing a token tile
   static constexpr bool kSwigluOnly = Epilogues == Sm90Epilogues::kSwigluOnly;
-  static constexpr bool kStoreOnly = Epilogues == Sm90Epilogues::kStoreOnly;
+  static constexpr bool kAccumulateOnly = Epilogues == Sm90Epilogues::kAccumulateOnly;
+  // Every epilogue, p.epilogue tested per tile (the general kernels).
+  static constexpr bool kAnyEpilogue = Epilogues == Sm90Epilogues::kAny;
   static_assert(!kSwigluOnly || (Layout == WeightLayout::kKMajor && ClusterM == 1 && sizeof(OutT) == 2),
                 "SwiGLU-only kernels: K-major weights, no cluster, 16-bit outputs");
 
@@ -126,8 +131,8 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   // 128 registers leave it too few). The runtime plans tile_m <=
   // kMaxGatherSwigluTileM for them.
   static constexpr bool kSwiglu =
-      !kStoreOnly && sizeof(OutT) == 2 && (kSwigluOnly || TileM <= int(kMaxGatherSwigluTileM));
-  static constexpr bool kGather = !kStoreOnly && ClusterM == 1 && TileM <= int(kMaxGatherSwigluTileM);
+      sizeof(OutT) == 2 && (kSwigluOnly || (kAnyEpilogue && TileM <= int(kMaxGatherSwigluTileM)));
+  static constexpr bool kGather = kAnyEpilogue && ClusterM == 1 && TileM <= int(kMaxGatherSwigluTileM);
   // The consumer warpgroups that multiply (Sm90GroupedParams::
   // consumer_warpgroups): one, with tiles of 64 features, for K-major
   // weights without a cluster where N <= 64, wide tiles would leave half
@@ -140,8 +145,10 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   // that pair (GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE; a config's tile_m or
   // mma_n of 256 with accumulate is refused, api/src/validate_config.cpp).
   // The consumers count on it: their accumulate path is compiled only here.
-  static constexpr bool kSupportsAccumulate = !kStoreOnly && GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(TileM);
+  static constexpr bool kSupportsAccumulate =
+      (kAnyEpilogue || kAccumulateOnly) && GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE(TileM);
   static_assert(!kSupportsAccumulate || kStageChunks == 1, "accumulate: one staging chunk per tile");
+  static_assert(!kAccumulateOnly || kSupportsAccumulate, "accumulate-only kernels: tile_m <= 128");
 
   GGEMM_DEVICE static uint32_t k_slices(const Sm90GroupedParams &p) { return kSlicedViews ? p.k_slices : 1u; }
   GGEMM_DEVICE static uint32_t consumers(const Sm90GroupedParams &p) {
@@ -153,7 +160,7 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
     return consumers(p) * kFeaturesPerWarpgroup * ClusterM;
   }
   GGEMM_DEVICE static bool accumulates(const Sm90GroupedParams &p) {
-    return kSupportsAccumulate && p.epilogue == kEpilogueAccumulate;
+    return kAccumulateOnly || (kSupportsAccumulate && p.epilogue == kEpilogueAccumulate);
   }
   // Narrow token boxes: one slice of K a stage, no cluster (the runtime
   // encodes them only then).
@@ -182,7 +189,7 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
   }
   // Whether warp 2 runs the row-scale loader (row_scales.h): tiles of two
   // epilogue chunks (which never gather) with the row-scale epilogue.
-  static constexpr bool kRowScalesShared = !kStoreOnly && !kSwigluOnly && kStageChunks > 1;
+  static constexpr bool kRowScalesShared = kAnyEpilogue && kStageChunks > 1;
   GGEMM_DEVICE static bool loads_row_scales(const Sm90GroupedParams &p) {
     return kRowScalesShared && p.epilogue == kEpilogueRowScale;
   }
@@ -394,7 +401,7 @@ struct GroupedGemmSm90 {
     // that their latency hides under the mainloop (row_scales.h; those of
     // a two-chunk tile come from the row-scale loader).
     typename EpilogueSm90<Cfg>::RowScales scales;
-    if constexpr (!Cfg::kStoreOnly && !Cfg::kSwigluOnly && !Cfg::kRowScalesShared) {
+    if constexpr (Cfg::kAnyEpilogue && !Cfg::kRowScalesShared) {
       if (active && p.epilogue == kEpilogueRowScale) scales.load(p, tile.row0, tile.rows, tid);
     }
     const bool accumulates = Cfg::accumulates(p);

@@ -11,6 +11,8 @@
 // The entry points' names.
 #define GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF) ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF
 #define GGEMM_SM90_STORE_KERNEL_NAME(EN, ON, LN, TM, SUF) ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF##_store
+#define GGEMM_SM90_ACCUMULATE_KERNEL_NAME(EN, ON, LN, TM, SUF) \
+  ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF##_accumulate
 #define GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM) ggemm_sm90_grouped_##EN##_##ON##_kmajor_m##TM##_swiglu
 #define GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM
 #define GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM##_split8
@@ -40,22 +42,34 @@
   TILES(X, E, EN, O, ON, ggemm::WeightLayout::kKMajor, kmajor)     \
   TILES(X, E, EN, O, ON, ggemm::WeightLayout::kMNMajor, mnmajor)
 
-#define GGEMM_SM90_FOR_OUT(X, E, EN)                                                \
-  GGEMM_SM90_FOR_LAYOUT(X, GGEMM_SM90_FOR_TILE_M_TO_256, E, EN, __nv_bfloat16, bf16) \
-  GGEMM_SM90_FOR_LAYOUT(X, GGEMM_SM90_FOR_TILE_M_TO_256, E, EN, __half, fp16)        \
+// Every output dtype: the 16-bit ones with the tiles TILES16 lists, fp32 up
+// to 128.
+#define GGEMM_SM90_FOR_OUT_WITH(X, TILES16, E, EN)                          \
+  GGEMM_SM90_FOR_LAYOUT(X, TILES16, E, EN, __nv_bfloat16, bf16)             \
+  GGEMM_SM90_FOR_LAYOUT(X, TILES16, E, EN, __half, fp16)                    \
   GGEMM_SM90_FOR_LAYOUT(X, GGEMM_SM90_FOR_TILE_M_TO_128, E, EN, float, fp32)
+#define GGEMM_SM90_FOR_OUT(X, E, EN) GGEMM_SM90_FOR_OUT_WITH(X, GGEMM_SM90_FOR_TILE_M_TO_256, E, EN)
 
-// Each entry of these tables is two kernels (grouped_gemm.cuh,
-// Sm90Epilogues): one serving every epilogue and gather on load (the MoE
-// calls), named as above, and one compiled for the store epilogue alone
-// (suffix _store: plain grouped GEMMs, the LoRA shrink and expand), whose
-// short calls the other paths' code slows. The runtime takes the _store
-// kernel for a call with the store epilogue and no gather.
-// Split by operand dtype so the halves compile in parallel (the _store
-// kernels in fatbins of their own, kernels_store_<dtype>.cu).
+// Each entry of these tables is two kernels, three up to tile_m 128
+// (grouped_gemm.cuh, Sm90Epilogues): one serving every epilogue and gather
+// on load (the MoE calls), named as above; one compiled for the store
+// epilogue alone (suffix _store: plain grouped GEMMs, the LoRA shrink and
+// expand) and one for the accumulate epilogue alone (suffix _accumulate,
+// the tiles that have it: the LoRA expand adding into the base
+// projection), whose short calls the other paths' code slows. The runtime
+// takes the _store or _accumulate kernel for a call with that epilogue and
+// no gather.
+// Split by operand dtype so the halves compile in parallel (the _store and
+// _accumulate kernels in fatbins of their own, kernels_store_<dtype>.cu,
+// kernels_accumulate_<dtype>.cu).
 #define GGEMM_SM90_KERNELS_BF16(X) GGEMM_SM90_FOR_OUT(X, __nv_bfloat16, bf16)
 #define GGEMM_SM90_KERNELS_FP16(X) GGEMM_SM90_FOR_OUT(X, __half, fp16)
 #define GGEMM_SM90_KERNELS(X) GGEMM_SM90_KERNELS_BF16(X) GGEMM_SM90_KERNELS_FP16(X)
+// The tiles with the accumulate epilogue (GGEMM_SM90_TILE_M_SUPPORTS_ACCUMULATE).
+#define GGEMM_SM90_ACCUMULATE_KERNELS_BF16(X) \
+  GGEMM_SM90_FOR_OUT_WITH(X, GGEMM_SM90_FOR_TILE_M_TO_128, __nv_bfloat16, bf16)
+#define GGEMM_SM90_ACCUMULATE_KERNELS_FP16(X) GGEMM_SM90_FOR_OUT_WITH(X, GGEMM_SM90_FOR_TILE_M_TO_128, __half, fp16)
+#define GGEMM_SM90_ACCUMULATE_KERNELS(X) GGEMM_SM90_ACCUMULATE_KERNELS_BF16(X) GGEMM_SM90_ACCUMULATE_KERNELS_FP16(X)
 
 // The persistent kernels with their epilogue fixed to SwiGLU (suffix
 // _swiglu): tile_m 256, K-major weights, 16-bit outputs, no cluster. The

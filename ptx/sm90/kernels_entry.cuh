@@ -23,6 +23,14 @@
     GroupedGemmSm90<E, O, TM, L, CL, Sm90Epilogues::kStoreOnly>::run(p);                               \
   }
 
+// The accumulate-only persistent kernels (kernel_table.h).
+#define GGEMM_SM90_DEFINE_ACCUMULATE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                                   \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                                       \
+      GGEMM_SM90_ACCUMULATE_KERNEL_NAME(EN, ON, LN, TM, SUF)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
+    using namespace ggemm::sm90;                                                                                 \
+    GroupedGemmSm90<E, O, TM, L, CL, Sm90Epilogues::kAccumulateOnly>::run(p);                                  \
+  }
+
 // The SwiGLU-only persistent kernels (kernel_table.h).
 #define GGEMM_SM90_DEFINE_SWIGLU_KERNEL(E, EN, O, ON, TM)                                                     \
   extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                                       \
