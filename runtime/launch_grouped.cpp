@@ -149,6 +149,18 @@ void set_l2_prefetch(const GroupedLaunch &a, int64_t grid, GroupedGemmParams *p)
   }
 }
 
+}  // namespace
+
+// A store-only or accumulate-only kernel has no other epilogue and no gather
+// compiled in: it would compute another call wrong (never outside C).
+Status check_kernel_serves(const GroupedLaunch &a, const KernelPlan &k) {
+  if (!k.serves(a.shape) || (a.a_row_index != nullptr) != a.shape.gather)
+    return error(GGEMM_STATUS_INTERNAL_ERROR, "%s does not serve this call's epilogue or gather", k.kernel->name);
+  return OkStatus();
+}
+
+namespace {
+
 // The kernel parameters: the tensor maps (none for the short-K kernels,
 // which load through the pointers: they stay zero), the output views, the
 // routing arrays and the plan's pipeline; the sm_90a kernels' own fields
@@ -156,10 +168,7 @@ void set_l2_prefetch(const GroupedLaunch &a, int64_t grid, GroupedGemmParams *p)
 Status fill_params(const Driver &drv, const GroupedLaunch &a, const KernelPlan &k, int64_t grid,
                    Sm90GroupedParams *out) {
   const GroupedShape &s = a.shape;
-  // A store-only or accumulate-only kernel has no other epilogue and no
-  // gather compiled in: it would compute another call wrong (never outside C).
-  if (!k.serves(s) || (a.a_row_index != nullptr) != s.gather)
-    return error(GGEMM_STATUS_INTERNAL_ERROR, "%s does not serve this call's epilogue or gather", k.kernel->name);
+  GGEMM_RETURN_IF_ERROR(check_kernel_serves(a, k));
   Sm90GroupedParams p{};
   if (k.tma_pipeline()) GGEMM_RETURN_IF_ERROR(encode_operand_maps(drv, a, k, &p));
   if (k.persistent()) set_l2_prefetch(a, grid, &p);  // (the token-major kernel prefetches nothing)

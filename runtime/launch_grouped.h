@@ -43,6 +43,13 @@ struct GroupedLaunch {
 // `l` describes validated arguments with m > 0.
 Status launch_grouped(Device &dev, const GroupedLaunch &l, CUstream stream);
 
+// Whether plan `k`'s kernel can run launch `l`: a store-only or
+// accumulate-only twin only its epilogue without gather
+// (KernelPlan::serves), and a gather index exactly when the shape gathers.
+// INTERNAL_ERROR otherwise: the planner never makes such a pair, and every
+// launch checks before it fills the kernel's parameters.
+Status check_kernel_serves(const GroupedLaunch &l, const KernelPlan &k);
+
 // Whether the call's plan runs it on the decode GEMV, which can route the
 // MoE layer's slots in its prologue (GroupedLaunch::route) when they fit one
 // warp (runtime/launch_moe.h, routes_in_one_warp).

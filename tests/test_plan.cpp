@@ -24,6 +24,7 @@
 #include "api/src/errors.h"
 #include "api/src/validate.h"
 #include "runtime/device.h"
+#include "runtime/launch_grouped.h"
 #include "runtime/launch_moe.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/plan.h"
@@ -1054,12 +1055,13 @@ TEST(Sm90KernelRegistry, EveryAcceptedConfigHasAKernelAndNoKernelIsUnreachable) 
 // tiles, narrow tiles), and serve nothing else; the general kernels serve
 // everything.
 TEST(Sm90EpilogueTwins, TakeTheirCallsAndServeNothingElse) {
+  std::set<uint32_t> store_tiles;  // the store twins' tile_m over the three sizes
   for (int64_t m : {int64_t(16), int64_t(1024), int64_t(32768)})
     for (ggemm_epilogue e : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_ACCUMULATE,
                              GGEMM_EPILOGUE_SWIGLU})
       for (bool gather : {false, true}) {
         CallShape s = shape(m, 2048);
-        s.n = 1536, s.num_groups = 128, s.max_rows_per_group = 0, s.epilogue = e, s.gather = gather;
+        s.m = m, s.n = 1536, s.num_groups = 128, s.max_rows_per_group = 0, s.epilogue = e, s.gather = gather;
         s.token_major_request = -1, s.decode_gemv_request = -1, s.short_k_request = -1;
         KernelPlan plan;
         ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &plan), GGEMM_STATUS_SUCCESS)
@@ -1070,6 +1072,7 @@ TEST(Sm90EpilogueTwins, TakeTheirCallsAndServeNothingElse) {
         EXPECT_EQ(plan.family() == KernelFamily::kPersistentAccumulate, twin && e == GGEMM_EPILOGUE_ACCUMULATE)
             << plan.kernel->name;
         EXPECT_TRUE(plan.serves(s)) << plan.kernel->name;
+        if (twin && e == GGEMM_EPILOGUE_STORE) store_tiles.insert(plan.tile_m);
         // A twin serves no other epilogue and no gather.
         if (!twin) continue;
         for (ggemm_epilogue other : {GGEMM_EPILOGUE_STORE, GGEMM_EPILOGUE_ROW_SCALE, GGEMM_EPILOGUE_ACCUMULATE,
@@ -1082,6 +1085,41 @@ TEST(Sm90EpilogueTwins, TakeTheirCallsAndServeNothingElse) {
         t.gather = true;
         EXPECT_FALSE(plan.serves(t)) << plan.kernel->name;
       }
+  // Decode, mid-size and prefill tiles: the twins were planned at more
+  // than one tile_m.
+  EXPECT_GE(store_tiles.size(), 2u);
+}
+
+// Every launch checks its plan's kernel against the call before it fills
+// the parameters: a twin refuses another epilogue or a gather, and any
+// kernel a gather index the shape does not announce (or the reverse).
+TEST(Sm90EpilogueTwins, TheLaunchRefusesACallItsKernelDoesNotServe) {
+  CallShape s = shape(1024, 2048);
+  s.m = 1024, s.n = 1536, s.num_groups = 8;
+  KernelPlan store_plan, general_plan;
+  ASSERT_EQ(sm90_persistent_plan(h200(), s, nullptr, &store_plan), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(store_plan.family(), KernelFamily::kPersistentStore);
+  CallShape scaled = s;
+  scaled.epilogue = GGEMM_EPILOGUE_ROW_SCALE;
+  ASSERT_EQ(sm90_persistent_plan(h200(), scaled, nullptr, &general_plan), GGEMM_STATUS_SUCCESS);
+  ASSERT_EQ(general_plan.family(), KernelFamily::kPersistent);
+  const int32_t index[1] = {0};
+  GroupedLaunch l{};
+  l.shape = s;
+  EXPECT_TRUE(check_kernel_serves(l, store_plan).ok());
+  EXPECT_TRUE(check_kernel_serves(l, general_plan).ok());
+  l.shape = scaled;  // another epilogue on the store twin
+  EXPECT_EQ(check_kernel_serves(l, store_plan).code(), GGEMM_STATUS_INTERNAL_ERROR);
+  EXPECT_TRUE(check_kernel_serves(l, general_plan).ok());
+  l.shape = s;  // a gather index the shape does not announce
+  l.a_row_index = index;
+  EXPECT_EQ(check_kernel_serves(l, store_plan).code(), GGEMM_STATUS_INTERNAL_ERROR);
+  EXPECT_EQ(check_kernel_serves(l, general_plan).code(), GGEMM_STATUS_INTERNAL_ERROR);
+  l.shape.gather = true;  // announced: the general kernel gathers, the twin cannot
+  EXPECT_EQ(check_kernel_serves(l, store_plan).code(), GGEMM_STATUS_INTERNAL_ERROR);
+  EXPECT_TRUE(check_kernel_serves(l, general_plan).ok());
+  l.a_row_index = nullptr;  // a gather without its index
+  EXPECT_EQ(check_kernel_serves(l, general_plan).code(), GGEMM_STATUS_INTERNAL_ERROR);
 }
 
 // SwiGLU (the MoE gate_up): at tile_m 256 the plan takes the SwiGLU-only
