@@ -16,21 +16,22 @@ namespace {
 constexpr ggemm_dtype kDtype_bf16 = GGEMM_DTYPE_BF16, kDtype_fp16 = GGEMM_DTYPE_FP16, kDtype_fp32 = GGEMM_DTYPE_FP32;
 constexpr bool kKMajor_kmajor = true, kKMajor_mnmajor = false;
 
-#define GGEMM_SM90_ENTRY(E, EN, O, ON, L, LN, TM, CL, SUF)                                                   \
-  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF)), Arch::kSm90a,                     \
-              KernelFamily::kPersistent, kDtype_##EN, kDtype_##ON, kKMajor_##LN, TM, CL},
+// A persistent kernel of the sm_90a table (NAME: the entry point) in FAMILY.
+#define GGEMM_SM90_PERSISTENT_ENTRY(NAME, FAMILY, EN, ON, LN, TM, CL) \
+  KernelEntry{GGEMM_STRINGIFY(NAME), Arch::kSm90a, KernelFamily::FAMILY, kDtype_##EN, kDtype_##ON, kKMajor_##LN, TM, CL},
+#define GGEMM_SM90_ENTRY(E, EN, O, ON, L, LN, TM, CL, SUF) \
+  GGEMM_SM90_PERSISTENT_ENTRY(GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF), kPersistent, EN, ON, LN, TM, CL)
+#define GGEMM_SM90_STORE_ENTRY(E, EN, O, ON, L, LN, TM, CL, SUF) \
+  GGEMM_SM90_PERSISTENT_ENTRY(GGEMM_SM90_STORE_KERNEL_NAME(EN, ON, LN, TM, SUF), kPersistentStore, EN, ON, LN, TM, CL)
+#define GGEMM_SM90_ACCUMULATE_ENTRY(E, EN, O, ON, L, LN, TM, CL, SUF)                                             \
+  GGEMM_SM90_PERSISTENT_ENTRY(GGEMM_SM90_ACCUMULATE_KERNEL_NAME(EN, ON, LN, TM, SUF), kPersistentAccumulate, EN, \
+                              ON, LN, TM, CL)
 #define GGEMM_SM90_SHORT_K_ENTRY(E, EN, O, ON, TM)                                                              \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM)), Arch::kSm90a, KernelFamily::kShortK, \
               kDtype_##EN, kDtype_##ON, true, TM, 1},
 #define GGEMM_SM90_SHORT_K_SPLIT_ENTRY(E, EN, O, ON, TM)                                            \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM)), Arch::kSm90a,       \
               KernelFamily::kShortKSplit, kDtype_##EN, kDtype_##ON, true, TM, sm90::kShortKSplit},
-#define GGEMM_SM90_STORE_ENTRY(E, EN, O, ON, L, LN, TM, CL, SUF)                                           \
-  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_STORE_KERNEL_NAME(EN, ON, LN, TM, SUF)), Arch::kSm90a,               \
-              KernelFamily::kPersistentStore, kDtype_##EN, kDtype_##ON, kKMajor_##LN, TM, CL},
-#define GGEMM_SM90_ACCUMULATE_ENTRY(E, EN, O, ON, L, LN, TM, CL, SUF)                                      \
-  KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_ACCUMULATE_KERNEL_NAME(EN, ON, LN, TM, SUF)), Arch::kSm90a,          \
-              KernelFamily::kPersistentAccumulate, kDtype_##EN, kDtype_##ON, kKMajor_##LN, TM, CL},
 #define GGEMM_SM90_SWIGLU_ENTRY(E, EN, O, ON, TM)                                                    \
   KernelEntry{GGEMM_STRINGIFY(GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM)), Arch::kSm90a,                \
               KernelFamily::kPersistentSwiglu, kDtype_##EN, kDtype_##ON, true, TM, 1},

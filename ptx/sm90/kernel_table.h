@@ -10,9 +10,8 @@
 
 // The entry points' names.
 #define GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF) ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF
-#define GGEMM_SM90_STORE_KERNEL_NAME(EN, ON, LN, TM, SUF) ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF##_store
-#define GGEMM_SM90_ACCUMULATE_KERNEL_NAME(EN, ON, LN, TM, SUF) \
-  ggemm_sm90_grouped_##EN##_##ON##_##LN##_m##TM##SUF##_accumulate
+#define GGEMM_SM90_STORE_KERNEL_NAME(EN, ON, LN, TM, SUF) GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF##_store)
+#define GGEMM_SM90_ACCUMULATE_KERNEL_NAME(EN, ON, LN, TM, SUF) GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF##_accumulate)
 #define GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM) ggemm_sm90_grouped_##EN##_##ON##_kmajor_m##TM##_swiglu
 #define GGEMM_SM90_SHORT_K_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM
 #define GGEMM_SM90_SHORT_K_SPLIT_KERNEL_NAME(EN, ON, TM) ggemm_sm90_short_k_##EN##_##ON##_kmajor_m##TM##_split8

@@ -8,36 +8,28 @@
 #include "short_k_gemm.cuh"
 #include "token_major_gemm.cuh"
 
-#define GGEMM_SM90_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                            \
-  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                    \
-      GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
-    using namespace ggemm::sm90;                                                              \
-    GroupedGemmSm90<E, O, TM, L, CL>::run(p);                                                 \
+// A persistent kernel's entry point NAME, compiled for EPILOGUES
+// (Sm90Epilogues).
+#define GGEMM_SM90_DEFINE_PERSISTENT(NAME, E, O, L, TM, CL, EPILOGUES)                            \
+  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                          \
+      NAME(const __grid_constant__ ggemm::Sm90GroupedParams p) {                                  \
+    ggemm::sm90::GroupedGemmSm90<E, O, TM, L, CL, ggemm::sm90::Sm90Epilogues::EPILOGUES>::run(p); \
   }
 
-// The store-only persistent kernels (kernel_table.h).
-#define GGEMM_SM90_DEFINE_STORE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                                 \
-  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                               \
-      GGEMM_SM90_STORE_KERNEL_NAME(EN, ON, LN, TM, SUF)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
-    using namespace ggemm::sm90;                                                                         \
-    GroupedGemmSm90<E, O, TM, L, CL, Sm90Epilogues::kStoreOnly>::run(p);                               \
-  }
-
-// The accumulate-only persistent kernels (kernel_table.h).
-#define GGEMM_SM90_DEFINE_ACCUMULATE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                                   \
-  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                                       \
-      GGEMM_SM90_ACCUMULATE_KERNEL_NAME(EN, ON, LN, TM, SUF)(const __grid_constant__ ggemm::Sm90GroupedParams p) { \
-    using namespace ggemm::sm90;                                                                                 \
-    GroupedGemmSm90<E, O, TM, L, CL, Sm90Epilogues::kAccumulateOnly>::run(p);                                  \
-  }
+// The general persistent kernels and their store-only and accumulate-only
+// twins (kernel_table.h).
+#define GGEMM_SM90_DEFINE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF) \
+  GGEMM_SM90_DEFINE_PERSISTENT(GGEMM_SM90_KERNEL_NAME(EN, ON, LN, TM, SUF), E, O, L, TM, CL, kAny)
+#define GGEMM_SM90_DEFINE_STORE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF) \
+  GGEMM_SM90_DEFINE_PERSISTENT(GGEMM_SM90_STORE_KERNEL_NAME(EN, ON, LN, TM, SUF), E, O, L, TM, CL, kStoreOnly)
+#define GGEMM_SM90_DEFINE_ACCUMULATE_KERNEL(E, EN, O, ON, L, LN, TM, CL, SUF)                                    \
+  GGEMM_SM90_DEFINE_PERSISTENT(GGEMM_SM90_ACCUMULATE_KERNEL_NAME(EN, ON, LN, TM, SUF), E, O, L, TM, CL, \
+                               kAccumulateOnly)
 
 // The SwiGLU-only persistent kernels (kernel_table.h).
-#define GGEMM_SM90_DEFINE_SWIGLU_KERNEL(E, EN, O, ON, TM)                                                     \
-  extern "C" __global__ void __launch_bounds__(ggemm::sm90::kThreads, 1)                                       \
-      GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM)(const __grid_constant__ ggemm::Sm90GroupedParams p) {        \
-    using namespace ggemm::sm90;                                                                                 \
-    GroupedGemmSm90<E, O, TM, ggemm::WeightLayout::kKMajor, 1, Sm90Epilogues::kSwigluOnly>::run(p);           \
-  }
+#define GGEMM_SM90_DEFINE_SWIGLU_KERNEL(E, EN, O, ON, TM)                                                  \
+  GGEMM_SM90_DEFINE_PERSISTENT(GGEMM_SM90_SWIGLU_KERNEL_NAME(EN, ON, TM), E, O, ggemm::WeightLayout::kKMajor, TM, 1, \
+                               kSwigluOnly)
 
 // Short-K kernels: up to kShortKMinBlocksPerSm CTAs an SM by registers (the
 // runtime sizes the grid by it, runtime/launch_grouped.cpp).
