@@ -1689,14 +1689,37 @@ TEST(DecodeGemv, EveryChosenTileHasAKernelAndEveryKernelIsReachable) {
                "_split8");
 
 // The LoRA shrink of Llama-3-8B's Q/K/V (hidden 4096 = K, 3R = N), M
-// tokens over `groups` adapters.
+// tokens over `groups` adapters, as ggemm_lora_shrink_qkv plans it: its 3R
+// columns cut into the Q, K and V views (segments the store spans).
 CallShape lora_shrink(int64_t m, int64_t rank, int64_t groups = 8, int64_t k = 4096) {
   CallShape s = shape(m, k);
   s.m = m;
   s.n = 3 * rank;
+  s.split0 = rank, s.split1 = 2 * rank;
   s.num_groups = groups;
   s.max_rows_per_group = m;
   return s;
+}
+
+// Its output segments keep the prefill shrink off the token-major kernel
+// (one segment only), whatever N: at R 64 (N = 192, a token-major tile's
+// width) the persistent kernel's store twin at tile_m 64 runs it. (Planned
+// without the segments, as this file once did, it would take the
+// token-major kernel: docs/performance.md's correction in "A kernel for
+// the store epilogue".)
+TEST(TokenMajor, TheLoraShrinkStaysOffIt) {
+  for (int64_t rank : {16, 64, 128}) {
+    CallShape s = lora_shrink(4096, rank);
+    s.max_rows_per_group = 0;
+    StatusOr<KernelPlan> plan = plan_sm90(h200(), s, nullptr, request_of(s));
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->family(), KernelFamily::kPersistentStore) << rank;
+    if (rank == 64) EXPECT_EQ(plan->tile_m, 64u);
+    s.split0 = s.split1 = 0;
+    plan = plan_sm90(h200(), s, nullptr, request_of(s));
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->family() == KernelFamily::kTokenMajor, rank >= 64) << rank;
+  }
 }
 
 TEST(Sm90ShortKSplit, TakesTheDecodeShrink) {
