@@ -15,7 +15,7 @@
 //   seed is printed first), GGEMM_STRESS_THREADS runs 1..4 of the threads,
 //   GGEMM_STRESS_CALL_SEED runs the one call of that seed (each call's seed
 //   is in its trace line) on the shared handle (for narrowing down the
-//   racecheck hang that docs/performance.md records).
+//   racecheck hang that docs/debugging.md records).
 // - StressGpu.BitwiseDeterministic: the same mid-size grouped matmul (both
 //   weight layouts) and LoRA shrink + expand pair, run twice on one stream
 //   and once, concurrently with the second run, on another stream through

@@ -1705,8 +1705,8 @@ CallShape lora_shrink(int64_t m, int64_t rank, int64_t groups = 8, int64_t k = 4
 // (one segment only), whatever N: at R 64 (N = 192, a token-major tile's
 // width) the persistent kernel's store twin at tile_m 64 runs it. (Planned
 // without the segments, as this file once did, it would take the
-// token-major kernel: docs/performance.md's correction in "A kernel for
-// the store epilogue".)
+// token-major kernel: docs/performance.md, "Cold, against
+// e409675".)
 TEST(TokenMajor, TheLoraShrinkStaysOffIt) {
   for (int64_t rank : {16, 64, 128}) {
     CallShape s = lora_shrink(4096, rank);

@@ -15,7 +15,7 @@
 #       samples per instruction) for bench/dev/sass_counts.py
 #
 # How the LoRA expand's regression against e409675 was found
-# (docs/performance.md, "The store epilogue's own consumer loop").
+# (docs/performance.md, "Cold, against e409675").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH

@@ -16,8 +16,8 @@ tiles) the producer or walker, tiles x 8 a consumer warp's per-tile code
 (two warpgroups of 4 warps). Last, the opcodes whose executions, summed
 over the PCs run at least --hot times, differ between the files: what a
 change added to or took from the hot loop. How it found the LoRA
-expand's regression: docs/performance.md, "The store epilogue's own
-consumer loop". `--self-test` checks the arithmetic on a synthetic page.
+expand's regression: docs/performance.md, "Cold, against
+e409675". `--self-test` checks the arithmetic on a synthetic page.
 """
 import collections
 import csv

@@ -84,8 +84,8 @@ namespace ggemm::sm90 {
 //               are short enough that the other paths' code costs them: with
 //               those paths in the kernel (its tile_m 128 SASS twice the
 //               size) LoRA expand M 1024 ran 11.9-12.2 us under ncu against
-//               11.4 without (docs/performance.md, "A kernel for the store
-//               epilogue").
+//               11.4 without (docs/performance.md, "Cold, against
+//               e409675").
 //   kAccumulateOnly  the accumulate epilogue alone, no gather (_accumulate
 //               kernels, tile_m <= 128): the LoRA expand adding into the
 //               base projection, for the same reason.
