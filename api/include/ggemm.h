@@ -17,7 +17,7 @@
  *   a struct grows only at its end, and the library accepts the size of each
  *   earlier version of it, taking the fields past that size as zero (NULL).
  *   ggemm_grouped_matmul_args has two: without group_ends (0.1.0, up to
- *   a_rows) and with it.
+ *   a_rows) and with it (0.2.0).
  * - All matrices are row-major and densely packed (leading dimension equal to
  *   the row length). Device pointers are plain CUDA device addresses of the
  *   handle's device, in the handle's context (the device's primary context).
@@ -53,8 +53,12 @@
 extern "C" {
 #endif
 
+/* 0.2.0 has everything this header declares: group_ends, gather on load,
+ * the SwiGLU epilogue and the MoE layer (ggemm_moe_*). A library that
+ * reports 0.1.0 (ggemm_version() < 200) was built while these were being
+ * added and may lack any of them; its grouped-matmul struct ends at a_rows. */
 #define GGEMM_VERSION_MAJOR 0
-#define GGEMM_VERSION_MINOR 1
+#define GGEMM_VERSION_MINOR 2
 #define GGEMM_VERSION_PATCH 0
 /* The version this header describes, as major * 10000 + minor * 100 + patch. */
 #define GGEMM_VERSION \

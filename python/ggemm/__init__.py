@@ -50,7 +50,7 @@ from ._core import (
 )
 from ._moe import MoeRouting, moe_combine, moe_ffn, moe_ffn_workspace_size, moe_route, moe_route_workspace_size
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def last_error_message() -> str:
