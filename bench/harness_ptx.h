@@ -20,7 +20,7 @@ inline constexpr char kNullPtx[] = GGEMM_HARNESS_PTX_HEADER
     "  ret;\n"
     "}\n";
 // The bytes of ggemm's sm_90a kernel parameters (sizeof(Sm90GroupedParams),
-// ptx/sm90/params.h; tests/test_plan.cpp holds the two equal), which the
+// ptx/sm90/params.h; tests/test_plan_runtime.cpp holds the two equal), which the
 // params row's empty kernel takes.
 #define GGEMM_HARNESS_PARAM_BYTES 1664
 #define GGEMM_HARNESS_STR2(x) #x

@@ -4,7 +4,7 @@
 // producer), mma.cuh (MMA issuer), epilogue.cuh (tensor memory to outputs). Written for the B200 and compiled for
 // sm_100a; NO PART OF IT HAS RUN ON BLACKWELL HARDWARE (none has been lent). What is checked instead: its SASS
 // (tests/check_sass_sm100.py --table: MMA, tensor-memory alloc and load, commit barrier, no local memory; the gather4
-// and SwiGLU instructions where compiled), its plans (tests/test_plan.cpp), its
+// and SwiGLU instructions where compiled), its plans (tests/test_plan_sm100.cpp), its
 // descriptor encoders (unit tests against the PTX ISA tables), and its tile walk (the scheduler the sm_90a kernel runs
 // on the H200, simulated for whole launches on the CPU).
 //
