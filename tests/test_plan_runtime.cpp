@@ -142,7 +142,7 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
     EXPECT_TRUE(fatbin_names(e.arch, name)) << name << " is in no embedded " << arch_name(e.arch) << " fatbin";
   }
   // sm_90a: 76 persistent, their 76 store-only and 60 accumulate-only twins
-  // (test above), 2 operand x 3 output dtypes x 3
+  // (test_plan_sm90_kernels.cpp), 2 operand x 3 output dtypes x 3
   // short-K tiles, x 2 split tiles; sm_100a: 2 x 3 dtypes x 2 layouts x 9.
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistent}]), 76);
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kPersistentStore}]), 76);

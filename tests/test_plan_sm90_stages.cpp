@@ -17,7 +17,7 @@ namespace {
 const uint32_t kOutBytes[] = {2, 4};
 
 // The runtime's count of a kernel's static shared memory is the documented
-// one (at the sizes above it moves no stage count, so the stage test alone
+// one (at the sizes of plan_test_support.h it moves no stage count, so the stage test alone
 // would not see a miscount).
 TEST(MaxStages, StaticSharedMemoryIsTheDocumentedOne) {
   for (uint32_t tile_m : kTileMs) EXPECT_EQ(sm90::static_smem_bytes(tile_m), sm90_static_bytes(tile_m)) << tile_m;

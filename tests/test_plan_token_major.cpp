@@ -172,7 +172,7 @@ TEST(TokenMajor, EveryKernelIsReachable) {
 // Its output segments keep the prefill shrink off the token-major kernel
 // (one segment only), whatever N: at R 64 (N = 192, a token-major tile's
 // width) the persistent kernel's store twin at tile_m 64 runs it. (Planned
-// without the segments, as this file once did, it would take the
+// without the segments, as the plan tests once did, it would take the
 // token-major kernel: docs/performance.md, "Cold, against
 // e409675".)
 TEST(TokenMajor, TheLoraShrinkStaysOffIt) {
