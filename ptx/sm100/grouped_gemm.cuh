@@ -1,7 +1,7 @@
 // The sm_100a persistent, warp-specialised grouped GEMM (docs/design.md,
 // kernel architecture): its compile-time configuration and the dispatch of
-// warp roles, which live beside it: producer.cuh (tile walker, TMA
-// producer), mma.cuh (MMA issuer), epilogue.cuh (tensor memory to outputs). Written for the B200 and compiled for
+// warp roles, which live beside it: ptx/blocks/tile_walker.h (the tile walker, both
+// architectures'), producer.cuh (TMA producer), mma.cuh (MMA issuer), epilogue.cuh (tensor memory to outputs). Written for the B200 and compiled for
 // sm_100a; NO PART OF IT HAS RUN ON BLACKWELL HARDWARE (none has been lent). What is checked instead: its SASS
 // (tests/check_sass_sm100.py --table: MMA, tensor-memory alloc and load, commit barrier, no local memory; the gather4
 // and SwiGLU instructions where compiled), its plans (tests/test_plan_sm100.cpp), its
@@ -138,8 +138,11 @@ struct GroupedGemmSm100Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
     return sm100::walk_tile_n(Layout == WeightLayout::kKMajor, p.weights_box_rows, CtaGroup);
   }
 
-  // This CTA's (or pair's) tiles: the linear indices of its cluster.
-  GGEMM_DEVICE static ClusterWalk walk() { return cluster_walk(blockIdx.x, gridDim.x, CtaGroup); }
+  // The walk (TileWalker, ptx/blocks/tile_walker.h): a pair walks its
+  // tiles together, and each CTA is handed the whole pair tile (the pair's
+  // MMA multiplies it; each CTA loads its own rows of it).
+  static constexpr int kWalkClusterSize = CtaGroup;
+  GGEMM_DEVICE static GroupedTile walk_share(const GroupedTile &tile) { return tile; }
 
   // The tile handoff's shared memory (kStaticSmemBytes, smem_layout.h).
   GGEMM_DEVICE static uint8_t *handoff_region() {
@@ -220,7 +223,7 @@ struct GroupedGemmSm100 {
     } else if (warp == kMmaWarp) {
       if (rank == 0 && ptx::elect_one_sync()) MmaIssuerSm100<Cfg>::run(p, smem, layout, b, tmem_base);
     } else if (warp == kWalkerWarp) {
-      TileWalkerSm100<Cfg>::run(p);
+      TileWalker<Cfg>::run(p, Cfg::handoff_region());
     } else {
       EpilogueSm100<Cfg>::run(p, b, tmem_base, warp % 4, rank);
     }

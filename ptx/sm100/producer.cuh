@@ -1,5 +1,4 @@
-// The sm_100a grouped GEMM's tile walker (warp 6: its lanes, or lane 0
-// alone; GroupedGemmParams::walk_lanes) and TMA
+// The sm_100a grouped GEMM's TMA
 // producer (one thread of warp 0, or the whole warp when gathering);
 // grouped_gemm.cuh dispatches them. Cfg is the kernel's
 // GroupedGemmSm100Config.
@@ -8,6 +7,7 @@
 #include "../blocks/grouped_params.h"
 #include "../blocks/pipeline.h"
 #include "../blocks/tile_handoff.h"
+#include "../blocks/tile_walker.h"
 #include "../blocks/tile_scheduler.h"
 #include "../instr/cluster.h"
 #include "../instr/mbarrier.h"
@@ -16,37 +16,6 @@
 #include "smem_layout.h"
 
 namespace ggemm::sm100 {
-
-// The only role that walks the tiles (as on sm_90a); the others read the
-// pair tiles from the handoff (each CTA of a pair walks the same ones).
-template <class Cfg>
-struct TileWalkerSm100 {
-  // The walker warp: its lanes together where a CTA's step crosses many
-  // groups (GroupedGemmParams::walk_lanes: next_warp, 32 groups' ends a
-  // step, lane 0 publishes), lane 0 alone otherwise (next), as on sm_90a.
-  GGEMM_DEVICE static void run(const GroupedGemmParams &p) {
-    if (p.walk_lanes) {
-      walk<true>(p);
-    } else if (threadIdx.x % 32 == 0) {
-      walk<false>(p);
-    }
-  }
-
- private:
-  template <bool kLanes>
-  GGEMM_DEVICE static void walk(const GroupedGemmParams &p) {
-    GroupedTileScheduler sched(grouped_problem(p), Cfg::kTileM, Cfg::walk_tile_n(p));
-    const ClusterWalk w = Cfg::walk();
-    TileHandoff handoff;
-    GroupedTile pair;
-    const bool publisher = threadIdx.x % 32 == 0;
-    for (uint64_t t = w.first; kLanes ? sched.next_warp(t, &pair) : sched.next(t, &pair); t += w.stride) {
-      if (publisher) handoff.publish(Cfg::handoff_region(), pair, uint32_t(t));
-      if constexpr (kLanes) __syncwarp();  // the lanes meet again before the next step's shuffles
-    }
-    if (publisher) handoff.finish(Cfg::handoff_region());
-  }
-};
 
 // Loads each tile's weights and tokens into the ring of `stages` buffers
 // (the sm_90a producer's loads), completing on the full barrier of the

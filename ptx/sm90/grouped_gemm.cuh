@@ -1,7 +1,7 @@
 // The sm_90a persistent, warp-specialised grouped GEMM (docs/design.md,
 // kernel architecture): its compile-time configuration and the dispatch of
-// warpgroup roles. The roles live beside it: producer.cuh (tile walker, TMA
-// producer, old-C loader), consumer.cuh (the wgmma mainloop), epilogue.cuh
+// warpgroup roles. The roles live beside it: ptx/blocks/tile_walker.h (the
+// tile walker, both architectures'), producer.cuh (TMA producer, old-C loader), consumer.cuh (the wgmma mainloop), epilogue.cuh
 // (staging, TMA stores, masked stores, accumulate).
 //
 // One CTA per SM walks output tiles of tile_m tokens x 128 features (64,
@@ -203,6 +203,19 @@ struct GroupedGemmSm90Config : GroupedKernelShape<ElemT, OutT, TileM, Layout> {
     }
   }
 
+  // The walk (TileWalker, ptx/blocks/tile_walker.h): a pair walks its
+  // tiles together and each CTA gets its share, its 128 features. (Without
+  // a cluster the tile is the CTA's whole: cta_share would clamp it to
+  // kRowsPerCta, a silent trap for any wider single-CTA tile.)
+  static constexpr int kWalkClusterSize = ClusterM;
+  GGEMM_DEVICE static GroupedTile walk_share(const GroupedTile &tile) {
+    if constexpr (ClusterM > 1) {
+      return cta_share(tile, rank());
+    } else {
+      return tile;
+    }
+  }
+
   // The features of a tile that consumer warpgroup cw owns: the first one's
   // column, and how many (at most 64; 0 past the segment's end).
   GGEMM_DEVICE static uint32_t warpgroup_col0(const GroupedTile &tile, uint32_t cw) {
@@ -291,7 +304,7 @@ struct GroupedGemmSm90 {
       if (threadIdx.x < 32) {
         if (ptx::elect_one_sync()) ProducerSm90<Cfg>::run(p, smem, layout, full, empty, c_full, c_empty);
       } else if (threadIdx.x < 64) {
-        TileWalkerSm90<Cfg>::run(p, Cfg::handoff_region());
+        TileWalker<Cfg>::run(p, Cfg::handoff_region());
       } else if (threadIdx.x < 96) {
         if (gathers(p)) {
           GatherLoaderSm90<Cfg>::run(p, smem, layout, full, empty);

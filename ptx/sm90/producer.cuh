@@ -1,12 +1,13 @@
 // The sm_90a grouped GEMM's warpgroup 0 (grouped_gemm.cuh dispatches it):
-// the tile walker (warp 1) and the TMA producer (one thread of
-// warp 0), which also loads the old C of each tile for the accumulate
+// the tile walker (warp 1: TileWalker, ptx/blocks/tile_walker.h) and the TMA
+// producer (one thread of warp 0), which also loads the old C of each tile for the accumulate
 // epilogue. Cfg is the kernel's GroupedGemmSm90Config.
 #pragma once
 #include "../blocks/cluster_tiles.h"
 #include "params.h"
 #include "../blocks/pipeline.h"
 #include "../blocks/tile_handoff.h"
+#include "../blocks/tile_walker.h"
 #include "../blocks/tile_scheduler.h"
 #include "../blocks/trace.h"
 #include "../instr/mbarrier.h"
@@ -14,58 +15,6 @@
 #include "smem_layout.h"
 
 namespace ggemm::sm90 {
-
-// The only role that walks the tiles (its chain of dependent routing
-// loads): each tile goes to the producer and the consumers through the
-// handoff (ptx/blocks/tile_handoff.h), up to kTileSlots ahead of the slowest.
-template <class Cfg>
-struct TileWalkerSm90 {
-  // The cluster's walk (cluster_walk, as the CPU tests simulate it), read
-  // from the special registers at each use (the walker has 40 registers).
-  GGEMM_DEVICE static uint32_t first_tile() {
-    return uint32_t(cluster_walk(blockIdx.x, gridDim.x, Cfg::kClusterM).first);
-  }
-  GGEMM_DEVICE static uint32_t tile_stride() {
-    return uint32_t(cluster_walk(blockIdx.x, gridDim.x, Cfg::kClusterM).stride);
-  }
-
-  // Warp 1. The lanes walk together where a CTA's step from one tile to its
-  // next crosses many groups (GroupedGemmParams::walk_lanes: next_warp, 32
-  // groups' ends a step, lane 0 publishes); otherwise lane 0 walks alone
-  // (next: kWalkBatch groups a step, whose few dependent instructions take
-  // less than a lane step's scans and shuffles).
-  GGEMM_DEVICE static void run(const Sm90GroupedParams &p, uint8_t *handoff_region) {
-    if (p.walk_lanes) {
-      walk<true>(p, handoff_region);
-    } else if (threadIdx.x % 32 == 0) {
-      walk<false>(p, handoff_region);
-    }
-  }
-
- private:
-  template <bool kLanes>
-  GGEMM_DEVICE static void walk(const Sm90GroupedParams &p, uint8_t *handoff_region) {
-    GroupedTileScheduler sched(grouped_problem(p), Cfg::kTileM, Cfg::walk_tile_n(p));
-    TileHandoff handoff;
-    GroupedTile pair;
-    const bool publisher = threadIdx.x % 32 == 0;
-    // Each CTA of a pair gets its share of the pair tile (its 128 features);
-    // the other roles use only that.
-    // (Without a cluster the tile is the CTA's whole: cta_share would clamp
-    // it to kRowsPerCta, a silent trap for any wider single-CTA tile.)
-    for (uint64_t t = first_tile(); kLanes ? sched.next_warp(t, &pair) : sched.next(t, &pair); t += tile_stride()) {
-      if (publisher) {
-        if constexpr (Cfg::kClusterM > 1) {
-          handoff.publish(handoff_region, cta_share(pair, Cfg::rank()), uint32_t(t));
-        } else {
-          handoff.publish(handoff_region, pair, uint32_t(t));
-        }
-      }
-      if constexpr (kLanes) __syncwarp();  // the lanes meet again before the next step's shuffles
-    }
-    if (publisher) handoff.finish(handoff_region);
-  }
-};
 
 // TMA loads of each tile's weights and tokens into the ring of `stages`
 // buffers (full/empty mbarrier pairs), and in accumulate mode of its old C

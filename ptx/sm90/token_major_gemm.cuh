@@ -38,7 +38,7 @@
 //   warpgroup 0   40 registers. Warp 0, one thread: TMA loads of each
 //                 tile's tokens (box 128 x 64) and weights (192 x 64, fewer
 //                 rows where N < 192) into a ring of 4 stages. Warp 1: the
-//                 persistent kernel's tile walker (TileWalkerSm90, tiles of
+//                 persistent kernels' tile walker (TileWalker, tiles of
 //                 128 tokens x 192 features), handing each tile to the others
 //                 through shared memory (ptx/blocks/tile_handoff.h).
 //   warpgroups 1, 2  232 registers: the consumers of the CTA's even and odd
@@ -57,7 +57,6 @@
 #include <cuda_fp16.h>
 
 #include "params.h"
-#include "producer.cuh"
 #include "token_major_layout.h"
 #include "../blocks/out_convert.h"
 #include "../blocks/pipeline.h"
@@ -66,6 +65,7 @@
 #include "../blocks/swizzle.h"
 #include "../blocks/tile_handoff.h"
 #include "../blocks/tile_scheduler.h"
+#include "../blocks/tile_walker.h"
 #include "../instr/barrier.h"
 #include "../instr/cvta.h"
 #include "../instr/elect.h"
@@ -148,14 +148,15 @@ struct TokenMajorGemmSm90 {
     }
   }
 
-  // The persistent kernel's tile walker (producer.cuh) over this kernel's
-  // tiles: what TileWalkerSm90 reads of a kernel's configuration.
+  // The persistent kernels' tile walker (ptx/blocks/tile_walker.h) over
+  // this kernel's tiles: what it reads of a kernel's configuration.
   struct WalkConfig {
     static constexpr int kTileM = S::kTileTokens;
-    static constexpr int kClusterM = 1;
+    static constexpr int kWalkClusterSize = 1;
     GGEMM_DEVICE static uint32_t walk_tile_n(const Sm90GroupedParams &) { return S::kTileFeatures; }
+    GGEMM_DEVICE static GroupedTile walk_share(const GroupedTile &tile) { return tile; }
   };
-  GGEMM_DEVICE static void walk(const Sm90GroupedParams &p) { TileWalkerSm90<WalkConfig>::run(p, handoff_region()); }
+  GGEMM_DEVICE static void walk(const Sm90GroupedParams &p) { TileWalker<WalkConfig>::run(p, handoff_region()); }
 
   // One thread of warp 0.
   GGEMM_DEVICE static void produce(const Sm90GroupedParams &p, uint8_t *smem, uint64_t *full, uint64_t *empty) {
