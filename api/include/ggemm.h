@@ -56,7 +56,7 @@ extern "C" {
 /* 0.2.0 has everything this header declares: group_ends, gather on load,
  * the SwiGLU epilogue and the MoE layer (ggemm_moe_*). A library that
  * reports 0.1.0 (ggemm_version() < 200) was built while these were being
- * added and may lack any of them; its grouped-matmul struct ends at a_rows. */
+ * added and may lack any of them; its grouped-matmul struct may end at a_rows. */
 #define GGEMM_VERSION_MAJOR 0
 #define GGEMM_VERSION_MINOR 2
 #define GGEMM_VERSION_PATCH 0
