@@ -1,7 +1,8 @@
 // What the runtime holds around the plans: which devices get which kernels,
 // the fatbins libggemm embeds, the kernel registry generated from the kernel
 // tables (each entry in its architecture's fatbins), the process-wide plan
-// request the forced-plan GPU runs use, and the MoE routing's chunks.
+// request the forced-plan GPU runs use, the MoE routing's chunks, and the
+// GGEMM_DEBUG switch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "bench/harness_ptx.h"
 #include "plan_test_support.h"
 #include "ptx/sm90/params.h"
+#include "runtime/debug.h"
 #include "runtime/launch_moe.h"
 
 // The fatbin table libggemm embeds (cmake/fatbins.S.in); the internal tests
@@ -184,6 +186,14 @@ TEST(MoeRouteChunks, WholeRunsFewChunksEverySlotCovered) {
     const RouteScratchLayout w = route_scratch_layout(slots, 128);
     EXPECT_GE(w.bytes, size_t(4) * 128 * std::max<uint32_t>(c.num_chunks, 1));
   }
+}
+
+// GGEMM_DEBUG's values (docs/debugging.md): on for any value but empty,
+// "0", "false", "off" or "no", in any case.
+TEST(DebugSwitch, OnForAnyValueButTheOffWords) {
+  EXPECT_FALSE(debug_value_enables(nullptr));
+  for (const char *off : {"", "0", "false", "FALSE", "Off", "off", "no", "NO"}) EXPECT_FALSE(debug_value_enables(off)) << off;
+  for (const char *on : {"1", "yes", "true", "on", "2", "00", "verbose"}) EXPECT_TRUE(debug_value_enables(on)) << on;
 }
 
 }  // namespace
