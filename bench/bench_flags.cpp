@@ -20,6 +20,3 @@ ABSL_FLAG(int32_t, repetitions, 0,
 ABSL_FLAG(std::string, data, "uniform",
           "the MoE rows' operands: uniform (in (-1, 1)) or model (normal activations, weights normal / sqrt(K), "
           "as a model's): the MMAs' power, and at the power cap the clock, follow the bits");
-ABSL_FLAG(std::string, l2_flush, "clean",
-          "how the cold rows flush L2 between calls: clean (a memset, then a read sweep) or dirty (the memset "
-          "only)");

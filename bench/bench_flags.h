@@ -1,5 +1,5 @@
 // The benchmark's command-line flags (Abseil flags; bench_flags.cpp defines
-// them). Google Benchmark takes its --benchmark_* flags first, then
+// them; --l2_flush, which the demo takes too, is timing_flags.h's). Google Benchmark takes its --benchmark_* flags first, then
 // absl::ParseCommandLine the rest:
 //   build/bench/ggemm_bench --benchmark_filter=lora_shrink --tile_m=64
 // The config fields force the optional config override of every ggemm call
@@ -18,5 +18,4 @@ ABSL_DECLARE_FLAG(int32_t, swizzle);
 ABSL_DECLARE_FLAG(std::string, epilogue);
 ABSL_DECLARE_FLAG(bool, one_expert);
 ABSL_DECLARE_FLAG(int32_t, repetitions);
-ABSL_DECLARE_FLAG(std::string, l2_flush);
 ABSL_DECLARE_FLAG(std::string, data);

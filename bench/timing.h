@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "bench_flags.h"
+#include "timing_flags.h"
 #include "gpu_buffers.h"
 #include "harness_ptx.h"
 #include "ptx_kernel.h"
