@@ -45,6 +45,22 @@ inline bool names_arg(const std::string &msg, const std::string &arg) {
   return false;
 }
 
+// A config of the wrong struct_size (refused with the arguments, before the
+// handle, whatever m), and one of the right size whose fields no kernel has
+// (checked against the device's kernels when the call is launched, so a
+// NULL handle's call gets that far).
+inline const ggemm_config kConfigOfWrongSize = [] {
+  ggemm_config c{};
+  c.struct_size = sizeof c - 4;
+  return c;
+}();
+inline const ggemm_config kConfigNoKernelHas = [] {
+  ggemm_config c{};
+  c.struct_size = sizeof c;
+  c.tile_n = 7;
+  return c;
+}();
+
 // A status with this thread's last error message, for failure output.
 inline std::string describe(ggemm_status got) {
   return std::string(ggemm_status_string(got)) + " (\"" + ggemm_last_error_message() + "\")";

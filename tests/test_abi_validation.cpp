@@ -165,6 +165,10 @@ const ArgsCase<Args> kCases[] = {
      nullptr},
     {"AccumulateNeedsNoRowScale", [](Args &a) { a.epilogue = GGEMM_EPILOGUE_ACCUMULATE, a.row_scale = nullptr; },
      kAccepted, nullptr},
+    {"ConfigOfWrongSize", [](Args &a) { a.config = &kConfigOfWrongSize; }, GGEMM_STATUS_INVALID_VALUE, "config"},
+    {"ConfigOfWrongSizeWithNoRows", [](Args &a) { a.m = 0, a.config = &kConfigOfWrongSize; },
+     GGEMM_STATUS_INVALID_VALUE, "config"},
+    {"ConfigFieldsAreTheDevicesToCheck", [](Args &a) { a.config = &kConfigNoKernelHas; }, kAccepted, nullptr},
     // m == 0 reads and writes nothing, so A and C may be NULL.
     {"EmptyCallNeedsNoMatrices", [](Args &a) { a.m = 0, a.a = nullptr, a.c = nullptr; }, kAccepted, nullptr},
 };

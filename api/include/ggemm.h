@@ -12,6 +12,11 @@
  *   offending argument is kept per host thread; read it with
  *   ggemm_last_error_message(). Nothing is launched when a call fails its
  *   host-side checks.
+ * - Sizes are int64_t, but each dimension (and each count: experts,
+ *   adapters, tokens x top_k) must be below 2^31, and each operand's
+ *   element count at most 2^61; outputs of one call are capped at 2^42
+ *   elements (the fields below say where less holds). Past a bound the call
+ *   returns INVALID_DIMENSION naming the field.
  * - Argument structs begin with `struct_size`; set it to sizeof(the struct)
  *   so that later versions can grow the struct without breaking callers:
  *   a struct grows only at its end, and the library accepts the size of each
@@ -168,8 +173,10 @@ typedef struct ggemm_config {
   int mma_k;          /* 16 */
   int cluster_m;      /* 0 = automatic (1); 2 = two CTAs along the weight rows
                          sharing one token tile: on sm_100a the cta_group 2
-                         pair (implied by it), on sm_90a a pair loading the
-                         tokens once by TMA multicast (tile_m 128 or 256) */
+                         pair (cta_group 2 implies it; cluster_m 2 needs
+                         cta_group 2 set), on sm_90a a pair loading the
+                         tokens once by TMA multicast (tile_m 128 or 256).
+                         Neither pair with gather on load or SwiGLU */
   int cluster_n;      /* 1 */
   int cta_group;      /* 1; 2 (a cluster of two SMs sharing each MMA over 256
                          weight rows, tile_m 32 or more) is sm_100a only;
@@ -320,7 +327,7 @@ typedef struct ggemm_lora_expand_qkv_args {
   int64_t num_groups;
   int64_t max_rows_per_group;
 
-  float scale;    /* multiplies the result (e.g. alpha / rank; 1.0f for none) */
+  float scale;    /* multiplies the result (e.g. alpha / rank; 1.0f for none); finite */
   int accumulate; /* 1: q_out/kv_out += result, so the LoRA delta adds into the
                      base projection's outputs without another pass */
 
@@ -354,14 +361,16 @@ GGEMM_API ggemm_status ggemm_create(ggemm_handle_t *handle, int device_ordinal);
 
 /* Releases a handle and unloads its kernels: work enqueued through it must
  * have completed. NULL is accepted; destroying a handle twice is undefined.
- * Returns SUCCESS, INVALID_HANDLE, DRIVER_ERROR. */
+ * Returns SUCCESS or INVALID_HANDLE (a handle ggemm_create did not make). */
 GGEMM_API ggemm_status ggemm_destroy(ggemm_handle_t handle);
 
 /*
  * Enqueues one grouped matrix product on `stream`, which must belong to the
  * handle's device (its primary context). Asynchronous; the host never waits
- * for the device. The arguments are checked before the handle, so a wrong
- * argument is reported even with a NULL handle; nothing is enqueued on any
+ * for the device. The arguments (and a config's struct_size) are checked
+ * before the handle, so a wrong argument is reported even with a NULL
+ * handle; a config's fields are checked against the device's kernels after
+ * it, when m > 0 (m = 0 enqueues nothing). Nothing is enqueued on any
  * failure.
  * Returns SUCCESS, INVALID_HANDLE, NULL_POINTER, MISALIGNED_POINTER,
  * INVALID_DIMENSION, INVALID_DTYPE, INVALID_GROUP_COUNT, INVALID_CONFIG
@@ -440,11 +449,15 @@ GGEMM_API ggemm_status ggemm_set_device_status(ggemm_handle_t handle, uint32_t *
 typedef struct ggemm_moe_route_args {
   size_t struct_size; /* sizeof(ggemm_moe_route_args) */
 
-  int64_t num_tokens;    /* T; 0 writes empty routing (no groups) */
+  int64_t num_tokens;    /* T; 0 writes empty routing (no groups): a_offsets,
+                            expert_ids, expert_usage_stats and the workspace
+                            are still needed, the [T * k] arrays not */
   int64_t top_k;         /* k, 1..64 */
   int64_t num_experts;   /* global expert count; ids in [0, num_experts) name one */
-  int64_t first_expert;  /* first local expert, 0 without expert parallelism */
-  int64_t local_experts; /* 1..GGEMM_MAX_GROUPS; first + local <= num_experts */
+  int64_t first_expert;  /* first local expert, 0 without expert parallelism;
+                            INVALID_VALUE when the range leaves num_experts */
+  int64_t local_experts; /* 1..GGEMM_MAX_GROUPS (else INVALID_GROUP_COUNT);
+                            first + local <= num_experts */
 
   const int32_t *topk_ids;  /* [T, k]; -1 = no expert. Other ids outside [0, num_experts)
                                are treated as -1 and reported by checked mode */
@@ -463,7 +476,7 @@ typedef struct ggemm_moe_route_args {
   int32_t *slot_row;            /* [T * k]: sorted row of (t, slot), -1 = no local expert */
 
   void *workspace;        /* device scratch of ggemm_moe_route_workspace_size bytes, 16-byte aligned */
-  size_t workspace_bytes; /* at least that size */
+  size_t workspace_bytes; /* at least that size (else INVALID_VALUE) */
 } ggemm_moe_route_args;
 
 /* Arguments of ggemm_moe_combine: out[t, :] = sum over slots j with
@@ -481,10 +494,12 @@ typedef struct ggemm_moe_combine_args {
   int64_t y_rows;     /* rows of y; a slot_row entry >= y_rows reads nothing
                          (checked mode reports it) */
 
-  const void *y;          /* [y_rows, hidden]: the weighted down projection, sorted rows */
+  const void *y;          /* [y_rows, hidden]: the weighted down projection, sorted rows;
+                             16-byte aligned and not NULL when T > 0, even with y_rows 0 */
   const int32_t *slot_row; /* [T, k], as ggemm_moe_route writes it */
   void *out;              /* [T, hidden] */
-  int accumulate;         /* 1: out += the sum (fp32 out only): out accumulates over calls */
+  int accumulate;         /* 1: out += the sum (fp32 out only, else INVALID_VALUE): out
+                             accumulates over calls */
 } ggemm_moe_combine_args;
 
 /* Arguments of ggemm_moe_ffn: the whole layer in one call. */
@@ -509,7 +524,7 @@ typedef struct ggemm_moe_ffn_args {
   void *out;                  /* [T, H] */
 
   void *workspace;        /* device scratch of ggemm_moe_ffn_workspace_size bytes, 16-byte aligned */
-  size_t workspace_bytes; /* at least that size */
+  size_t workspace_bytes; /* at least that size (else INVALID_VALUE) */
 } ggemm_moe_ffn_args;
 
 /* The device workspace a call with these arguments needs (it depends on
@@ -528,7 +543,10 @@ GGEMM_API ggemm_status ggemm_moe_combine(ggemm_handle_t handle, const ggemm_moe_
 
 /* Enqueues the whole layer: route, gate_up (gather, SwiGLU), down (row
  * scale), combine, every intermediate in the workspace. Asynchronous,
- * graph-safe (a captured call replays with new x, ids and weights). */
+ * graph-safe (a captured call replays with new x, ids and weights). Every
+ * argument is checked before anything is enqueued; the two products are
+ * planned as they are launched, after the routing, so an INTERNAL_ERROR
+ * there (a kernel missing from this build) can follow enqueued work. */
 GGEMM_API ggemm_status ggemm_moe_ffn(ggemm_handle_t handle, const ggemm_moe_ffn_args *args, ggemm_stream_t stream);
 
 #ifdef __cplusplus

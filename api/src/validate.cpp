@@ -93,6 +93,17 @@ ggemm_status check_scale_and_mode(float scale, int accumulate) {
   return GGEMM_STATUS_SUCCESS;
 }
 
+// The config's struct_size, which needs no device: checked with the other
+// arguments, before the handle and whatever m. Its fields are checked
+// against the device's kernels when the call is launched
+// (validate_config.cpp).
+ggemm_status check_config_size(const ggemm_config *config) {
+  if (config && config->struct_size != sizeof(ggemm_config))
+    return fail(GGEMM_STATUS_INVALID_VALUE, "config->struct_size is %zu; this library expects %zu",
+                config->struct_size, sizeof(ggemm_config));
+  return GGEMM_STATUS_SUCCESS;
+}
+
 // ggemm_grouped_matmul_args of 0.1.0: every field up to a_rows, no group_ends.
 constexpr size_t kGroupedArgsSize010 = offsetof(ggemm_grouped_matmul_args, group_ends);
 
@@ -175,6 +186,8 @@ ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *args,
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "num_experts * n * k = %lld * %lld * %lld overflows",
                 (long long)a->num_experts, (long long)a->n, (long long)a->k);
 
+  GGEMM_TRY(check_config_size(a->config));
+
   if (a->m == 0) return GGEMM_STATUS_SUCCESS;  // nothing will be read or written
 
   GGEMM_TRY(check_matrix(a->a, "a"));
@@ -210,6 +223,7 @@ ggemm_status validate_lora_shrink_args(const ggemm_lora_shrink_qkv_args *a) {
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "num_adapters * 3 * rank * k overflows");
   GGEMM_TRY(check_output_elements(a->m, 3 * a->rank, "rank", a->rank, "P"));
   GGEMM_TRY(check_scale_and_mode(a->scale, a->accumulate));
+  GGEMM_TRY(check_config_size(a->config));
   GGEMM_TRY(check_groups(a->m, a->a_offsets, a->adapter_ids, "adapter_ids", a->expert_usage_stats, a->num_groups,
                          a->max_rows_per_group));
   if (a->m == 0) return GGEMM_STATUS_SUCCESS;
@@ -240,6 +254,7 @@ ggemm_status validate_lora_expand_args(const ggemm_lora_expand_qkv_args *a) {
     return fail(GGEMM_STATUS_INVALID_DIMENSION, "num_adapters * (q_dim + 2 * kv_dim) * rank overflows");
   GGEMM_TRY(check_output_elements(a->m, n, "q_dim + 2 * kv_dim", n, "the Q/K/V outputs"));
   GGEMM_TRY(check_scale_and_mode(a->scale, a->accumulate));
+  GGEMM_TRY(check_config_size(a->config));
   GGEMM_TRY(check_groups(a->m, a->a_offsets, a->adapter_ids, "adapter_ids", a->expert_usage_stats, a->num_groups,
                          a->max_rows_per_group));
   if (a->m == 0) return GGEMM_STATUS_SUCCESS;
