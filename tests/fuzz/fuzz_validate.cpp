@@ -255,12 +255,10 @@ Verdict model(const ggemm_grouped_matmul_args &caller, bool config_given) {
   if (a.a_row_index && !aligned(a.a_row_index, 4)) ptr.insert(GGEMM_STATUS_MISALIGNED_POINTER);
   (a.m > 0 ? v.must : v.may).insert(ptr.begin(), ptr.end());
 
-  // The config override's validity depends on the device; a library may
-  // check the device-independent part before the handle.
-  if (config_given) {
-    v.may.insert(GGEMM_STATUS_INVALID_CONFIG);
-    v.may.insert(GGEMM_STATUS_INVALID_VALUE);
-  }
+  // The config override: its struct_size needs no device and is checked
+  // with the arguments, whatever m; its fields depend on the device and are
+  // checked after the handle, so they never decide a call without one.
+  if (config_given) must(caller.config->struct_size != sizeof(ggemm_config), GGEMM_STATUS_INVALID_VALUE);
   return v;
 }
 
