@@ -93,21 +93,17 @@ ggemm_status check_scale_and_mode(float scale, int accumulate) {
   return GGEMM_STATUS_SUCCESS;
 }
 
-// The config's struct_size, which needs no device: checked with the other
-// arguments, before the handle and whatever m. Its fields are checked
-// against the device's kernels when the call is launched
-// (validate_config.cpp).
+// ggemm_grouped_matmul_args of 0.1.0: every field up to a_rows, no group_ends.
+constexpr size_t kGroupedArgsSize010 = offsetof(ggemm_grouped_matmul_args, group_ends);
+
+}  // namespace
+
 ggemm_status check_config_size(const ggemm_config *config) {
   if (config && config->struct_size != sizeof(ggemm_config))
     return fail(GGEMM_STATUS_INVALID_VALUE, "config->struct_size is %zu; this library expects %zu",
                 config->struct_size, sizeof(ggemm_config));
   return GGEMM_STATUS_SUCCESS;
 }
-
-// ggemm_grouped_matmul_args of 0.1.0: every field up to a_rows, no group_ends.
-constexpr size_t kGroupedArgsSize010 = offsetof(ggemm_grouped_matmul_args, group_ends);
-
-}  // namespace
 
 ggemm_status validate_grouped_matmul_args(const ggemm_grouped_matmul_args *args, ggemm_grouped_matmul_args *full) {
   if (!args) return fail(GGEMM_STATUS_NULL_POINTER, "args is NULL");

@@ -26,11 +26,9 @@ ArchTerms terms(Arch arch) {
 
 ggemm_status validate_config(const ggemm_config *o, Arch arch, const DeviceProps &props, const GroupedShape &shape) {
   if (!o) return GGEMM_STATUS_SUCCESS;
+  GGEMM_TRY(check_config_size(o));
   const ggemm_dtype c_dtype = shape.c_dtype;
   const ArchTerms r = terms(arch);
-  if (o->struct_size != sizeof(ggemm_config))
-    return fail(GGEMM_STATUS_INVALID_VALUE, "config->struct_size is %zu; this library expects %zu", o->struct_size,
-                sizeof(ggemm_config));
   if (arch == Arch::kSm90a && o->cta_group != 0 && o->cta_group != 1)
     return fail(GGEMM_STATUS_INVALID_CONFIG,
                 "config->cta_group = %d: cta_group 2 (two SMs sharing one MMA) needs sm_100a; this device is "
