@@ -1,5 +1,6 @@
 // The benchmark's command-line flags (Abseil flags; bench_flags.cpp defines
-// them; --l2_flush, which the demo takes too, is timing_flags.h's). Google Benchmark takes its --benchmark_* flags first, then
+// them; --l2_flush, which the demo takes too, is timing_flags.h's). Google
+// Benchmark takes its --benchmark_* flags first, then
 // absl::ParseCommandLine the rest:
 //   build/bench/ggemm_bench --benchmark_filter=lora_shrink --tile_m=64
 // The config fields force the optional config override of every ggemm call

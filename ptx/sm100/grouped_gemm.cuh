@@ -1,7 +1,7 @@
 // The sm_100a persistent, warp-specialised grouped GEMM (docs/design.md,
 // kernel architecture): its compile-time configuration and the dispatch of
-// warp roles, which live beside it: ptx/blocks/tile_walker.h (the tile walker, both
-// architectures'), producer.cuh (TMA producer), mma.cuh (MMA issuer), epilogue.cuh (tensor memory to outputs). Written for the B200 and compiled for
+// warp roles, which live beside it: ptx/blocks/tile_walker.h (the tile walker, both architectures'), producer.cuh
+// (TMA producer), mma.cuh (MMA issuer), epilogue.cuh (tensor memory to outputs). Written for the B200 and compiled for
 // sm_100a; NO PART OF IT HAS RUN ON BLACKWELL HARDWARE (none has been lent). What is checked instead: its SASS
 // (tests/check_sass_sm100.py --table: MMA, tensor-memory alloc and load, commit barrier, no local memory; the gather4
 // and SwiGLU instructions where compiled), its plans (tests/test_plan_sm100.cpp), its

@@ -1,7 +1,6 @@
-// The sm_100a grouped GEMM's TMA
-// producer (one thread of warp 0, or the whole warp when gathering);
-// grouped_gemm.cuh dispatches them. Cfg is the kernel's
-// GroupedGemmSm100Config.
+// The sm_100a grouped GEMM's TMA producer (one thread of warp 0, or the
+// whole warp when gathering); grouped_gemm.cuh dispatches it. Cfg is the
+// kernel's GroupedGemmSm100Config.
 #pragma once
 #include "../blocks/cluster_tiles.h"
 #include "../blocks/grouped_params.h"

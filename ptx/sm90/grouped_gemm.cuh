@@ -1,8 +1,9 @@
 // The sm_90a persistent, warp-specialised grouped GEMM (docs/design.md,
 // kernel architecture): its compile-time configuration and the dispatch of
 // warpgroup roles. The roles live beside it: ptx/blocks/tile_walker.h (the
-// tile walker, both architectures'), producer.cuh (TMA producer, old-C loader), consumer.cuh (the wgmma mainloop), epilogue.cuh
-// (staging, TMA stores, masked stores, accumulate).
+// tile walker, both architectures'), producer.cuh (TMA producer, old-C
+// loader), consumer.cuh (the wgmma mainloop), epilogue.cuh (staging, TMA
+// stores, masked stores, accumulate).
 //
 // One CTA per SM walks output tiles of tile_m tokens x 128 features (64,
 // one consumer warpgroup multiplying, where the runtime plans narrow tiles:

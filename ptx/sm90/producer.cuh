@@ -1,7 +1,8 @@
 // The sm_90a grouped GEMM's warpgroup 0 (grouped_gemm.cuh dispatches it):
-// the tile walker (warp 1: TileWalker, ptx/blocks/tile_walker.h) and the TMA
-// producer (one thread of warp 0), which also loads the old C of each tile for the accumulate
-// epilogue. Cfg is the kernel's GroupedGemmSm90Config.
+// the tile walker (warp 1: TileWalker, ptx/blocks/tile_walker.h) and the
+// TMA producer (one thread of warp 0), which also loads the old C of each
+// tile for the accumulate epilogue. Cfg is the kernel's
+// GroupedGemmSm90Config.
 #pragma once
 #include "../blocks/cluster_tiles.h"
 #include "params.h"
