@@ -92,6 +92,25 @@ struct ProducerSm100 {
         pipe.advance(p.stages);
       }
     }
+    wait_stages_released(b, pipe, p.stages);
+  }
+
+  // The producer's tail: every stage's last load consumed and its release
+  // landed before this CTA may leave. A stage is released by a
+  // tcgen05.commit (mma.cuh), whose arrival is asynchronous and, in a pair,
+  // comes from the leader into both CTAs: without this wait a CTA could exit
+  // (the epilogue having seen the later acc_full commit, whose arrival the
+  // PTX ISA does not order after this one) with an arrival still on its way
+  // into shared memory it no longer owns. One wait a stage, at the parity of
+  // its next acquisition: stages never filled (a fresh barrier's previous
+  // phase) pass at once. CUTLASS's collectives end their producers the same
+  // way.
+  GGEMM_DEVICE static void wait_stages_released(const typename Cfg::Barriers &b, RingPosition pipe,
+                                                uint32_t stages) {
+    for (uint32_t i = 0; i < stages; ++i) {
+      ptx::mbarrier_wait_parity(&b.empty[pipe.stage], pipe.phase ^ 1);
+      pipe.advance(stages);
+    }
   }
 
   // Bytes of one stage's weights: K-major boxes of weights_box_rows rows
@@ -168,6 +187,7 @@ struct ProducerSm100 {
         pipe.advance(p.stages);
       }
     }
+    wait_stages_released(b, pipe, p.stages);
   }
 };
 
