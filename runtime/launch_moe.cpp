@@ -6,6 +6,7 @@
 #include "ptx/moe/moe_params.h"
 #include "runtime/debug.h"
 #include "runtime/launch_config.h"
+#include "runtime/moe_kernel_names.h"
 #include "runtime/plan.h"
 
 namespace ggemm {
@@ -137,19 +138,19 @@ Status launch_moe_route(Device &dev, const MoeRouteLaunch &l, CUstream stream) {
 
   // Decode: a lane a slot, one warp (ptx/moe/route.cuh, route_one_warp).
   if (routes_in_one_warp(l))
-    return launch_kernel(dev, "ggemm_moe_route_one_warp", 1, 32, 0, &p, stream);
+    return launch_kernel(dev, moe_kernel::kRouteOneWarp, 1, 32, 0, &p, stream);
   // One chunk of few experts: a thread a slot, one CTA (route_one_cta.cuh).
   if (routes_in_one_cta(l))
-    return launch_kernel(dev, "ggemm_moe_route_one_cta", 1, kRouteThreads,
+    return launch_kernel(dev, moe_kernel::kRouteOneCta, 1, kRouteThreads,
                          uint32_t(l.local_experts) * moe::kOneCtaBytesPerExpert, &p, stream);
   // More than one chunk: the count pass first, a CTA a chunk.
   if (p.num_chunks > 1)
-    GGEMM_RETURN_IF_ERROR(launch_kernel(dev, "ggemm_moe_route_count", p.num_chunks, kRouteThreads,
+    GGEMM_RETURN_IF_ERROR(launch_kernel(dev, moe_kernel::kRouteCount, p.num_chunks, kRouteThreads,
                                         uint32_t((l.local_experts + 1) / 2 * 4), &p, stream));
   // The scatter pass, a CTA a chunk (one CTA for T = 0: it writes the
   // empty routing).
   const uint32_t window = uint32_t(std::min<int64_t>(l.local_experts, moe::kRouteWindowExperts));
-  return launch_kernel(dev, "ggemm_moe_route_scatter", std::max<uint32_t>(p.num_chunks, 1), kRouteThreads,
+  return launch_kernel(dev, moe_kernel::kRouteScatter, std::max<uint32_t>(p.num_chunks, 1), kRouteThreads,
                        window * moe::kRouteBytesPerWindowExpert, &p, stream);
 }
 
@@ -186,7 +187,7 @@ Status launch_moe_expand_rows(Device &dev, const MoeExpandLaunch &l, CUstream st
   int64_t items = 0;
   moe::MoeExpandParams p = expand_params(l, &items);
   const int64_t ctas = std::clamp<int64_t>(ceil_div(items, moe::kExpandThreads / 32), 1, int64_t(1) << 16);
-  return launch_kernel(dev, "ggemm_moe_expand_rows", uint32_t(ctas), moe::kExpandThreads, 0, &p, stream);
+  return launch_kernel(dev, moe_kernel::kExpandRows, uint32_t(ctas), moe::kExpandThreads, 0, &p, stream);
 }
 
 Status launch_moe_route_expand(Device &dev, const MoeRouteLaunch &route, const MoeExpandLaunch &expand,
@@ -207,7 +208,7 @@ Status launch_moe_route_expand(Device &dev, const MoeRouteLaunch &route, const M
   // the SMs (one wave; a CTA of a second wave would route again first).
   const int64_t sms = std::max(dev.props().sm_count, 1);
   const int64_t ctas = std::clamp<int64_t>(ceil_div(items, kRouteThreads / 32), 1, sms);
-  return launch_kernel(dev, "ggemm_moe_route_expand", uint32_t(ctas), kRouteThreads,
+  return launch_kernel(dev, moe_kernel::kRouteExpand, uint32_t(ctas), kRouteThreads,
                        uint32_t(route.local_experts) * moe::kOneCtaBytesPerExpert, &p, stream);
 }
 
@@ -240,7 +241,7 @@ Status launch_moe_decode_down(Device &dev, const MoeDecodeDownLaunch &l, CUstrea
   // striding over them.
   const int64_t tiles = l.num_tokens * (l.hidden / moe::kDecodeDownCols);
   const int64_t ctas = std::min<int64_t>(tiles, int64_t(dev.props().sm_count) * moe::kDecodeDownCtasPerSm);
-  const char *name = l.dtype == GGEMM_DTYPE_BF16 ? "ggemm_moe_decode_down_bf16" : "ggemm_moe_decode_down_fp16";
+  const char *name = l.dtype == GGEMM_DTYPE_BF16 ? moe_kernel::kDecodeDownBf16 : moe_kernel::kDecodeDownFp16;
   return launch_kernel(dev, name, uint32_t(ctas), moe::kDecodeDownThreads, 0, &p, stream);
 }
 
@@ -264,8 +265,8 @@ Status launch_moe_combine(Device &dev, const MoeCombineLaunch &l, CUstream strea
   p.team_threads = combine_team_threads(l.hidden);
   p.accumulate = l.accumulate ? 1 : 0;
   const bool fp32_out = l.out_dtype == GGEMM_DTYPE_FP32;
-  const char *name = l.y_dtype == GGEMM_DTYPE_BF16 ? (fp32_out ? "ggemm_moe_combine_bf16_fp32" : "ggemm_moe_combine_bf16_bf16")
-                                                   : (fp32_out ? "ggemm_moe_combine_fp16_fp32" : "ggemm_moe_combine_fp16_fp16");
+  const char *name = l.y_dtype == GGEMM_DTYPE_BF16 ? (fp32_out ? moe_kernel::kCombineBf16Fp32 : moe_kernel::kCombineBf16Bf16)
+                                                   : (fp32_out ? moe_kernel::kCombineFp16Fp32 : moe_kernel::kCombineFp16Fp16);
   const int64_t tokens_per_cta = moe::kCombineThreads / p.team_threads;
   const int64_t ctas = ceil_div(l.num_tokens, tokens_per_cta);
   // Few tokens (decode): the columns split over more CTAs (grid y), so the

@@ -52,10 +52,13 @@ StatusOr<KernelPlan> plan_sm100(const DeviceProps &props, const GroupedShape &sh
     return refuse_stages(p.stages, fit, props);
   }
   p.threads = sm100::kThreads;
-  // At least half the opt-in shared memory, so one CTA runs per SM: each
+  // More than half the opt-in shared memory, so one CTA runs per SM: each
   // allocates up to all 512 tensor-memory columns (two tile_m 256
   // accumulators), and a second CTA on the SM would wait for the first to
-  // finish.
+  // finish. Enough whatever the driver reserves a block: the opt-in limit is
+  // the SM's shared memory less that reserve (B200: 233,472 - 1,024), and
+  // every block takes the reserve too, so two blocks would need 2 x (dynamic
+  // + static + reserve) >= the SM's size + reserve + 1 bytes.
   p.smem_bytes = std::max<uint32_t>(
       sm100::make_smem_layout(p.tile_m, p.swizzle_bytes, p.stages, p.cluster_size).total_bytes(),
       uint32_t(props.smem_optin) / 2 + 1);

@@ -18,6 +18,7 @@
 #include "ptx/sm90/params.h"
 #include "runtime/debug.h"
 #include "runtime/launch_moe.h"
+#include "runtime/moe_kernel_names.h"
 
 // The fatbin table libggemm embeds (cmake/fatbins.S.in); the internal tests
 // link the same objects.
@@ -163,6 +164,19 @@ TEST(KernelRegistry, OneEntryPerInstantiationEachInItsArchitecturesFatbins) {
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kTokenMajor}]), 4);
   EXPECT_EQ((per_family[{Arch::kSm90a, KernelFamily::kTokenMajorSwiglu}]), 4);
   EXPECT_EQ((per_family[{Arch::kSm100a, KernelFamily::kPersistent}]), 108);
+}
+
+// The MoE layer's kernels, launched by name (runtime/moe_kernel_names.h):
+// each in an embedded fatbin of both architectures, the sm_100a one never
+// loaded by any test that runs here or on the H200.
+TEST(KernelRegistry, EveryMoeKernelIsInBothArchitecturesFatbins) {
+  std::set<std::string> names;
+  for (const char *name : moe_kernel::kAll) {
+    EXPECT_TRUE(names.insert(name).second) << name << " twice";
+    for (Arch arch : {Arch::kSm90a, Arch::kSm100a})
+      EXPECT_TRUE(fatbin_names(arch, name)) << name << " is in no embedded " << arch_name(arch) << " fatbin";
+  }
+  EXPECT_EQ(names.size(), 12u);
 }
 
 // The routing's chunks (runtime/launch_moe.cpp): kRouteThreads x a power of
