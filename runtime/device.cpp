@@ -73,7 +73,8 @@ StatusOr<std::unique_ptr<Device>> Device::create(int ordinal) {
   for (uint32_t i = 0; i < ggemm_fatbin_count; ++i) {
     if (ggemm_fatbin_arch[i] != arch_number(d->arch_)) continue;
     CUlibrary lib = nullptr;
-    GGEMM_CU(*drv, cuLibraryLoadData(&lib, ggemm_fatbin_table[i], nullptr, nullptr, 0, nullptr, nullptr, 0));
+    const CUresult loaded = drv->cuLibraryLoadData(&lib, ggemm_fatbin_table[i], nullptr, nullptr, 0, nullptr, nullptr, 0);
+    if (loaded != CUDA_SUCCESS) return fatbin_load_error(*drv, loaded, arch_name(d->arch_));
     d->libraries_.push_back(lib);
     // Index every kernel by name now, so a lookup is one map probe and never
     // a failed driver call (those would be noise in compute-sanitizer logs).

@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <mutex>
+#include <string>
 
 namespace ggemm {
 namespace {
@@ -54,6 +56,31 @@ Status driver_error(const Driver &d, CUresult r, const char *call) {
   if (d.cuGetErrorName) d.cuGetErrorName(r, &name);
   return error(r == CUDA_ERROR_OUT_OF_MEMORY ? GGEMM_STATUS_OUT_OF_MEMORY : GGEMM_STATUS_DRIVER_ERROR,
                "CUDA driver call failed: %s returned %s (%d)", call, name, int(r));
+}
+
+std::string driver_older_than_build(int driver_version, int build_version) {
+  if (driver_version >= build_version) return "";
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "the NVIDIA driver supports CUDA %d.%d and ggemm's kernels were built with CUDA %d.%d: update the "
+                "driver to one for CUDA %d.%d or newer, or build ggemm with a CUDA toolkit no newer than the driver",
+                driver_version / 1000, driver_version % 1000 / 10, build_version / 1000, build_version % 1000 / 10,
+                build_version / 1000, build_version % 1000 / 10);
+  return text;
+}
+
+Status fatbin_load_error(const Driver &d, CUresult r, const char *arch) {
+  int version = 0;
+  if (d.cuDriverGetVersion(&version) == CUDA_SUCCESS) {
+    const std::string why = driver_older_than_build(version, CUDA_VERSION);
+    if (!why.empty()) {
+      const char *name = "unknown CUresult";
+      if (d.cuGetErrorName) d.cuGetErrorName(r, &name);
+      return error(GGEMM_STATUS_DRIVER_ERROR, "loading ggemm's %s kernels failed (cuLibraryLoadData returned %s): %s",
+                   arch, name, why.c_str());
+    }
+  }
+  return driver_error(d, r, "cuLibraryLoadData");
 }
 
 }  // namespace ggemm

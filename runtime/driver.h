@@ -4,6 +4,8 @@
 #pragma once
 #include <cuda.h>
 
+#include <string>
+
 #include "runtime/status.h"
 
 namespace ggemm {
@@ -62,6 +64,17 @@ StatusOr<const Driver *> load_driver();
 // A failed driver call as an error naming the call and its CUresult
 // (OUT_OF_MEMORY for CUDA_ERROR_OUT_OF_MEMORY, else DRIVER_ERROR).
 Status driver_error(const Driver &d, CUresult r, const char *call);
+
+// Why code built with CUDA `build_version` (CUDA_VERSION: 13000 is 13.0)
+// may not load on a driver of `driver_version` (cuDriverGetVersion): a
+// sentence naming both and what to do, or "" when the driver is as new as
+// the toolkit (then a failed load has another cause).
+std::string driver_older_than_build(int driver_version, int build_version);
+
+// A fatbin that failed to load (cuLibraryLoadData returned r): with a driver
+// older than the toolkit that built the kernels, an error that says so;
+// otherwise driver_error's.
+Status fatbin_load_error(const Driver &d, CUresult r, const char *arch);
 
 }  // namespace ggemm
 

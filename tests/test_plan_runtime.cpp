@@ -17,6 +17,7 @@
 #include "plan_test_support.h"
 #include "ptx/sm90/params.h"
 #include "runtime/debug.h"
+#include "runtime/driver.h"
 #include "runtime/launch_moe.h"
 #include "runtime/moe_kernel_names.h"
 
@@ -177,6 +178,21 @@ TEST(KernelRegistry, EveryMoeKernelIsInBothArchitecturesFatbins) {
       EXPECT_TRUE(fatbin_names(arch, name)) << name << " is in no embedded " << arch_name(arch) << " fatbin";
   }
   EXPECT_EQ(names.size(), 12u);
+}
+
+// A fatbin the driver refuses (runtime/device.cpp): with a driver older
+// than the toolkit that built the kernels, the message names both versions
+// and the remedy; with one as new or newer it says nothing (the cause is
+// another, and driver_error names the CUresult).
+TEST(DriverVersion, AnOlderDriverIsNamedWithTheRemedy) {
+  const std::string why = driver_older_than_build(12040, 13000);
+  EXPECT_NE(why.find("supports CUDA 12.4"), std::string::npos) << why;
+  EXPECT_NE(why.find("built with CUDA 13.0"), std::string::npos) << why;
+  EXPECT_NE(why.find("for CUDA 13.0 or newer"), std::string::npos) << why;
+  EXPECT_NE(driver_older_than_build(12080, 12090).find("supports CUDA 12.8"), std::string::npos);
+  EXPECT_EQ(driver_older_than_build(13000, 13000), "");
+  EXPECT_EQ(driver_older_than_build(13010, 13000), "");
+  EXPECT_EQ(driver_older_than_build(13000, 12080), "");
 }
 
 // The routing's chunks (runtime/launch_moe.cpp): kRouteThreads x a power of
