@@ -43,11 +43,10 @@ from ._core import (
     default_handle,
     grouped_matmul,
     library_path,
-    lora_expand_qkv,
-    lora_shrink_qkv,
     status_string,
     version,
 )
+from ._lora import lora_expand_qkv, lora_shrink_qkv
 from ._moe import MoeRouting, moe_combine, moe_ffn, moe_ffn_workspace_size, moe_route, moe_route_workspace_size
 
 __version__ = "0.2.0"

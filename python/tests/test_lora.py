@@ -1,5 +1,5 @@
 """lora_shrink_qkv and lora_expand_qkv without a GPU: the ctypes structs built
-from fake tensors (ggemm._core._build_lora_*_args), the shape checks made
+from fake tensors (ggemm._lora._build_lora_*_args), the shape checks made
 before the library is called, and the library's own validation reached
 through a NULL handle (the arguments are checked before the handle)."""
 
@@ -11,7 +11,8 @@ from ctypes import byref
 import pytest
 
 import ggemm
-from ggemm._core import _build_lora_expand_args, _build_lora_shrink_args, check
+from ggemm._core import check
+from ggemm._lora import _build_lora_expand_args, _build_lora_shrink_args
 from ggemm_fakes import FakeDLPack, lora_expand_problem, lora_shrink_problem, torch_like
 
 # ---- shrink: argument building -------------------------------------------------------
