@@ -59,7 +59,10 @@ Status driver_error(const Driver &d, CUresult r, const char *call) {
 }
 
 std::string driver_older_than_build(int driver_version, int build_version) {
-  if (driver_version >= build_version) return "";
+  // Within one major version the driver loads code of a later minor one
+  // (CUDA's minor version compatibility; the fatbins hold SASS only), so
+  // only an older major version is named.
+  if (driver_version / 1000 >= build_version / 1000) return "";
   char text[320];
   std::snprintf(text, sizeof text,
                 "the NVIDIA driver supports CUDA %d.%d and ggemm's kernels were built with CUDA %d.%d: update the "
@@ -71,13 +74,14 @@ std::string driver_older_than_build(int driver_version, int build_version) {
 
 Status fatbin_load_error(const Driver &d, CUresult r, const char *arch) {
   int version = 0;
-  if (d.cuDriverGetVersion(&version) == CUDA_SUCCESS) {
+  if (r != CUDA_ERROR_OUT_OF_MEMORY && d.cuDriverGetVersion(&version) == CUDA_SUCCESS) {
     const std::string why = driver_older_than_build(version, CUDA_VERSION);
     if (!why.empty()) {
       const char *name = "unknown CUresult";
       if (d.cuGetErrorName) d.cuGetErrorName(r, &name);
-      return error(GGEMM_STATUS_DRIVER_ERROR, "loading ggemm's %s kernels failed (cuLibraryLoadData returned %s): %s",
-                   arch, name, why.c_str());
+      return error(GGEMM_STATUS_DRIVER_ERROR,
+                   "loading ggemm's %s kernels failed (cuLibraryLoadData returned %s (%d)): %s", arch, name, int(r),
+                   why.c_str());
     }
   }
   return driver_error(d, r, "cuLibraryLoadData");

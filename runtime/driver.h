@@ -67,13 +67,13 @@ Status driver_error(const Driver &d, CUresult r, const char *call);
 
 // Why code built with CUDA `build_version` (CUDA_VERSION: 13000 is 13.0)
 // may not load on a driver of `driver_version` (cuDriverGetVersion): a
-// sentence naming both and what to do, or "" when the driver is as new as
-// the toolkit (then a failed load has another cause).
+// sentence naming both and what to do when the driver's major version is
+// older, else "" (within a major version a failed load has another cause).
 std::string driver_older_than_build(int driver_version, int build_version);
 
 // A fatbin that failed to load (cuLibraryLoadData returned r): with a driver
-// older than the toolkit that built the kernels, an error that says so;
-// otherwise driver_error's.
+// of an older major version than the toolkit that built the kernels, an
+// error that says so; otherwise driver_error's (OUT_OF_MEMORY kept).
 Status fatbin_load_error(const Driver &d, CUresult r, const char *arch);
 
 }  // namespace ggemm

@@ -355,8 +355,9 @@ GGEMM_API const char *ggemm_last_error_message(void);
  * context and loads the kernels. On failure *handle is NULL.
  * Returns SUCCESS, NULL_POINTER (handle), DRIVER_NOT_FOUND, NO_DEVICE (also
  * for a negative or out-of-range ordinal), UNSUPPORTED_DEVICE, DRIVER_ERROR
- * (among them kernels the driver cannot load: one older than the CUDA
- * toolkit that built them, the message says, with both versions),
+ * (among them kernels the driver cannot load: a driver of an older CUDA
+ * major version than the toolkit that built them, the message says, with
+ * both versions),
  * OUT_OF_MEMORY, INTERNAL_ERROR.
  */
 GGEMM_API ggemm_status ggemm_create(ggemm_handle_t *handle, int device_ordinal);
