@@ -294,6 +294,9 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < kMoeShapes.size(); ++i) {
     for (Mode mode : {Mode::kCold, Mode::kSustained})
     for (Impl impl : {Impl::kGgemm, Impl::kCublasGrouped, Impl::kCublasLoopGraph}) {
+      // Not the cuBLAS loop back to back: its call is a graph launch, which
+      // a stream being captured refuses (the capture aborted the whole run).
+      if (mode == Mode::kSustained && impl == Impl::kCublasLoopGraph) continue;
       const std::string name =
           std::string(kMoeShapes[i].name) + "/" + impl_name(impl) + (mode == Mode::kSustained ? "/sustained" : "");
       benchmark::RegisterBenchmark(name.c_str(), bench_shape, static_cast<int>(i), impl, mode)
