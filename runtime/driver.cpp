@@ -51,11 +51,20 @@ StatusOr<const Driver *> load_driver() {
   return &driver;
 }
 
-Status driver_error(const Driver &d, CUresult r, const char *call) {
+namespace {
+
+// The CUresult's name for messages ("unknown CUresult" if the driver has none).
+const char *result_name(const Driver &d, CUresult r) {
   const char *name = "unknown CUresult";
   if (d.cuGetErrorName) d.cuGetErrorName(r, &name);
+  return name;
+}
+
+}  // namespace
+
+Status driver_error(const Driver &d, CUresult r, const char *call) {
   return error(r == CUDA_ERROR_OUT_OF_MEMORY ? GGEMM_STATUS_OUT_OF_MEMORY : GGEMM_STATUS_DRIVER_ERROR,
-               "CUDA driver call failed: %s returned %s (%d)", call, name, int(r));
+               "CUDA driver call failed: %s returned %s (%d)", call, result_name(d, r), int(r));
 }
 
 std::string driver_older_than_build(int driver_version, int build_version) {
@@ -76,13 +85,10 @@ Status fatbin_load_error(const Driver &d, CUresult r, const char *arch) {
   int version = 0;
   if (r != CUDA_ERROR_OUT_OF_MEMORY && d.cuDriverGetVersion(&version) == CUDA_SUCCESS) {
     const std::string why = driver_older_than_build(version, CUDA_VERSION);
-    if (!why.empty()) {
-      const char *name = "unknown CUresult";
-      if (d.cuGetErrorName) d.cuGetErrorName(r, &name);
+    if (!why.empty())
       return error(GGEMM_STATUS_DRIVER_ERROR,
-                   "loading ggemm's %s kernels failed (cuLibraryLoadData returned %s (%d)): %s", arch, name, int(r),
-                   why.c_str());
-    }
+                   "loading ggemm's %s kernels failed (cuLibraryLoadData returned %s (%d)): %s", arch,
+                   result_name(d, r), int(r), why.c_str());
   }
   return driver_error(d, r, "cuLibraryLoadData");
 }
